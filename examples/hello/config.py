@@ -1,0 +1,3 @@
+app_name = "hello"
+title = "Hello API"
+version = "1.0.0"

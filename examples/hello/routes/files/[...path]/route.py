@@ -1,0 +1,6 @@
+"""GET /files/{path} — a catch-all segment: the handler gets a list of segments."""
+
+
+async def GET(request, path: list):
+    """Split a file path into its segments."""
+    return {"segments": path}

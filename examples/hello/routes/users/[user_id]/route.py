@@ -1,0 +1,6 @@
+"""GET /users/{user_id} — a dynamic segment converted by its type hint."""
+
+
+async def GET(request, user_id: int):
+    """Fetch one user by numeric id. A non-numeric id is a 422, as in FastAPI."""
+    return {"id": user_id, "name": "user" + str(user_id)}

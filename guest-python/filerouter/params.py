@@ -1,0 +1,200 @@
+"""Binding a handler's parameters: path parameters and query parameters, converted by type hint.
+
+Conversion failures are collected as FastAPI (pydantic 2) reports them, so a client gets the same
+422 body from filerouter as from FastAPI.
+"""
+
+import enum
+import inspect
+import typing
+import uuid
+
+from .exceptions import RequestValidationError
+from .requests import Request
+
+_TRUE = {"1", "on", "t", "true", "y", "yes"}
+_FALSE = {"0", "off", "f", "false", "n", "no"}
+
+
+def _to_int(raw):
+    text = raw.strip()
+    if text[:1] in "+-":
+        digits = text[1:]
+    else:
+        digits = text
+    if not digits.isascii() or not digits.isdigit():
+        raise _Invalid("int_parsing", "Input should be a valid integer, unable to parse string as an integer")
+    return int(text)
+
+
+def _to_float(raw):
+    try:
+        if "_" in raw:
+            raise ValueError(raw)
+        return float(raw)
+    except ValueError:
+        raise _Invalid("float_parsing", "Input should be a valid number, unable to parse string as a number") from None
+
+
+def _to_bool(raw):
+    low = raw.strip().lower()
+    if low in _TRUE:
+        return True
+    if low in _FALSE:
+        return False
+    raise _Invalid("bool_parsing", "Input should be a valid boolean, unable to interpret input")
+
+
+def _to_uuid(raw):
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise _Invalid(
+            "uuid_parsing", "Input should be a valid UUID, unable to parse string as a UUID"
+        ) from None
+
+
+def _expected(choices):
+    quoted = [repr(str(c)) for c in choices]
+    if len(quoted) <= 1:
+        return "".join(quoted)
+    return ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+
+def _to_enum(cls, raw):
+    for member in cls:
+        if str(member.value) == raw:
+            return member
+    expected = _expected([m.value for m in cls])
+    raise _Invalid("enum", f"Input should be {expected}", {"expected": expected})
+
+
+class _Invalid(Exception):
+    def __init__(self, type_, msg, ctx=None):
+        super().__init__(msg)
+        self.type = type_
+        self.msg = msg
+        self.ctx = ctx
+
+
+def kind_of(hint):
+    """The name of the conversion a hint asks for: int, float, str, bool, uuid, enum, list, any."""
+    if hint is inspect.Parameter.empty or hint is typing.Any:
+        return "any"
+    origin = typing.get_origin(hint)
+    if origin is typing.Union or (origin is not None and str(origin) == "<class 'types.UnionType'>"):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        return kind_of(args[0]) if len(args) == 1 else "any"
+    if origin in (list, typing.List):
+        return "list"
+    if hint is bool:
+        return "bool"
+    if hint is int:
+        return "int"
+    if hint is float:
+        return "float"
+    if hint is str:
+        return "str"
+    if hint is list:
+        return "list"
+    if hint is uuid.UUID:
+        return "uuid"
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return "enum"
+    return "any"
+
+
+def enum_class(hint):
+    origin = typing.get_origin(hint)
+    if origin is not None:
+        for arg in typing.get_args(hint):
+            if isinstance(arg, type) and issubclass(arg, enum.Enum):
+                return arg
+        return None
+    return hint if isinstance(hint, type) and issubclass(hint, enum.Enum) else None
+
+
+def convert(hint, raw):
+    """Convert the text `raw` (or a list of texts, for a catch-all) by the hint `hint`."""
+    kind = kind_of(hint)
+    if isinstance(raw, list):
+        if kind == "list":
+            args = typing.get_args(hint)
+            if args and kind_of(args[0]) not in ("any", "str", "list"):
+                return [convert(args[0], item) for item in raw]
+        return list(raw)
+    if kind == "int":
+        return _to_int(raw)
+    if kind == "float":
+        return _to_float(raw)
+    if kind == "bool":
+        return _to_bool(raw)
+    if kind == "uuid":
+        return _to_uuid(raw)
+    if kind == "enum":
+        return _to_enum(enum_class(hint), raw)
+    return raw
+
+
+def type_hints(fn):
+    """The function's resolved type hints; unresolvable string annotations stay as they are."""
+    try:
+        return typing.get_type_hints(fn)
+    except Exception:
+        return {
+            name: p.annotation
+            for name, p in inspect.signature(fn).parameters.items()
+            if p.annotation is not inspect.Parameter.empty
+        }
+
+
+def wants_request(param, hints):
+    """Whether a parameter receives the `Request`: named `request` or annotated with `Request`."""
+    hint = hints.get(param.name, inspect.Parameter.empty)
+    return param.name == "request" or (isinstance(hint, type) and issubclass(hint, Request))
+
+
+def bind(fn, request, path_values):
+    """Keyword arguments for calling `fn`: the request, path parameters and query parameters.
+
+    Raises `RequestValidationError` with every conversion failure, as FastAPI reports them.
+    """
+    signature = inspect.signature(fn)
+    hints = type_hints(fn)
+    kwargs = {}
+    errors = []
+    for param in signature.parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        if wants_request(param, hints):
+            kwargs[param.name] = request
+            continue
+        hint = hints.get(param.name, inspect.Parameter.empty)
+        if param.name in path_values:
+            location, raw = "path", path_values[param.name]
+        else:
+            location = "query"
+            if kind_of(hint) == "list":
+                raw = request.query_params.getlist(param.name)
+                if not raw:
+                    raw = None
+            else:
+                raw = request.query_params.get(param.name)
+            if raw is None:
+                if param.default is not inspect.Parameter.empty:
+                    kwargs[param.name] = param.default
+                    continue
+                errors.append(
+                    {"type": "missing", "loc": [location, param.name], "msg": "Field required", "input": None}
+                )
+                continue
+        try:
+            kwargs[param.name] = convert(hint, raw)
+        except _Invalid as invalid:
+            error = {"type": invalid.type, "loc": [location, param.name], "msg": invalid.msg, "input": raw}
+            if invalid.ctx:
+                error["ctx"] = invalid.ctx
+            errors.append(error)
+    if errors:
+        raise RequestValidationError(errors)
+    return kwargs

@@ -1,0 +1,146 @@
+"""The request object handlers receive: method, path, headers, query, cookies and body."""
+
+import json as _json
+from urllib.parse import parse_qsl, unquote
+
+
+class Headers:
+    """Read-only, case-insensitive view of HTTP headers; repeated names keep every value."""
+
+    def __init__(self, items=()):
+        self._items = [(k.lower(), v) for k, v in items]
+
+    def get(self, name, default=None):
+        name = name.lower()
+        for k, v in self._items:
+            if k == name:
+                return v
+        return default
+
+    def getlist(self, name):
+        name = name.lower()
+        return [v for k, v in self._items if k == name]
+
+    def keys(self):
+        return [k for k, _ in self._items]
+
+    def values(self):
+        return [v for _, v in self._items]
+
+    def items(self):
+        return list(self._items)
+
+    def __getitem__(self, name):
+        value = self.get(name)
+        if value is None:
+            raise KeyError(name)
+        return value
+
+    def __contains__(self, name):
+        return self.get(name) is not None
+
+    def __iter__(self):
+        return iter(self.keys())
+
+    def __len__(self):
+        return len(self._items)
+
+    def __repr__(self):
+        return f"Headers({self._items!r})"
+
+
+class QueryParams:
+    """The query string as a multi-dict: `get(name)` gives the last value, `getlist` all."""
+
+    def __init__(self, query=""):
+        self._items = parse_qsl(query, keep_blank_values=True)
+        self._dict = {k: v for k, v in self._items}
+
+    def get(self, name, default=None):
+        return self._dict.get(name, default)
+
+    def getlist(self, name):
+        return [v for k, v in self._items if k == name]
+
+    def keys(self):
+        return self._dict.keys()
+
+    def values(self):
+        return self._dict.values()
+
+    def items(self):
+        return self._dict.items()
+
+    def multi_items(self):
+        return list(self._items)
+
+    def __getitem__(self, name):
+        return self._dict[name]
+
+    def __contains__(self, name):
+        return name in self._dict
+
+    def __iter__(self):
+        return iter(self._dict)
+
+    def __len__(self):
+        return len(self._dict)
+
+    def __repr__(self):
+        return f"QueryParams({self._items!r})"
+
+
+class State:
+    """A plain attribute bag (`request.state.user = ...`) shared by middleware and handler."""
+
+    def __repr__(self):
+        return f"State({vars(self)!r})"
+
+
+def _parse_cookies(header):
+    cookies = {}
+    for chunk in header.split(";"):
+        key, sep, value = chunk.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep and not key:
+            continue
+        if len(value) >= 2 and value[0] == value[-1] == '"':
+            value = value[1:-1]
+        cookies[key] = unquote(value)
+    return cookies
+
+
+class Request:
+    """One HTTP request, as FastAPI's `Request` offers it to a handler."""
+
+    def __init__(self, method, path, query, headers, body, client=None, path_params=None):
+        self.method = method
+        self.raw_path = path
+        self.path = unquote(path)
+        self.query_string = query
+        self.headers = Headers(headers)
+        self.query_params = QueryParams(query)
+        self.path_params = dict(path_params or {})
+        self.client = client
+        self.state = State()
+        self._body = bytes(body)
+        self._cookies = None
+
+    @property
+    def url(self):
+        return self.path + ("?" + self.query_string if self.query_string else "")
+
+    @property
+    def cookies(self):
+        if self._cookies is None:
+            self._cookies = _parse_cookies(self.headers.get("cookie", ""))
+        return self._cookies
+
+    async def body(self):
+        return self._body
+
+    async def json(self):
+        return _json.loads(self._body)
+
+    def __repr__(self):
+        return f"Request({self.method} {self.url})"

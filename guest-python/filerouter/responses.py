@@ -1,0 +1,158 @@
+"""Response classes, with FastAPI's names and arguments, and the JSON encoding of return values."""
+
+import dataclasses
+import datetime
+import decimal
+import enum
+import json
+import uuid
+from urllib.parse import quote
+
+
+class MutableHeaders:
+    """Case-insensitive response headers that middleware and handlers may change."""
+
+    def __init__(self, items=None):
+        self._items = []
+        for k, v in (items.items() if isinstance(items, dict) else (items or [])):
+            self._items.append((str(k), str(v)))
+
+    def __getitem__(self, name):
+        low = name.lower()
+        for k, v in self._items:
+            if k.lower() == low:
+                return v
+        raise KeyError(name)
+
+    def get(self, name, default=None):
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+    def __setitem__(self, name, value):
+        low = name.lower()
+        self._items = [(k, v) for k, v in self._items if k.lower() != low]
+        self._items.append((str(name), str(value)))
+
+    def __delitem__(self, name):
+        low = name.lower()
+        before = len(self._items)
+        self._items = [(k, v) for k, v in self._items if k.lower() != low]
+        if len(self._items) == before:
+            raise KeyError(name)
+
+    def __contains__(self, name):
+        return self.get(name) is not None
+
+    def setdefault(self, name, value):
+        if name not in self:
+            self[name] = value
+        return self[name]
+
+    def append(self, name, value):
+        self._items.append((str(name), str(value)))
+
+    def update(self, other):
+        for k, v in (other.items() if hasattr(other, "items") else other):
+            self[k] = v
+
+    def items(self):
+        return list(self._items)
+
+    def keys(self):
+        return [k for k, _ in self._items]
+
+    def __iter__(self):
+        return iter(self.keys())
+
+    def __len__(self):
+        return len(self._items)
+
+    def __repr__(self):
+        return f"MutableHeaders({self._items!r})"
+
+
+class Response:
+    """A response with a body of bytes or text, a status code, headers and a media type."""
+
+    media_type = None
+    charset = "utf-8"
+
+    def __init__(self, content=None, status_code=200, headers=None, media_type=None):
+        self.status_code = status_code
+        if media_type is not None:
+            self.media_type = media_type
+        self.body = self.render(content)
+        self.headers = MutableHeaders(headers)
+        if self.media_type is not None and "content-type" not in self.headers:
+            content_type = self.media_type
+            if content_type.startswith("text/") and "charset=" not in content_type:
+                content_type += "; charset=" + self.charset
+            self.headers["content-type"] = content_type
+
+    def render(self, content):
+        if content is None:
+            return b""
+        if isinstance(content, (bytes, bytearray, memoryview)):
+            return bytes(content)
+        return str(content).encode(self.charset)
+
+    def __repr__(self):
+        return f"{type(self).__name__}(status_code={self.status_code})"
+
+
+class HTMLResponse(Response):
+    media_type = "text/html"
+
+
+class PlainTextResponse(Response):
+    media_type = "text/plain"
+
+
+def jsonable(value):
+    """FastAPI's `jsonable_encoder` for the common cases: the `default` hook of `json.dumps`."""
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if hasattr(value, "model_dump"):
+        return value.model_dump()
+    raise TypeError(
+        f"Object of type {type(value).__name__} is not JSON serializable: "
+        "return a dict, list, str, int, float, bool or None, or a Response"
+    )
+
+
+class JSONResponse(Response):
+    media_type = "application/json"
+
+    def render(self, content):
+        return json.dumps(
+            content,
+            ensure_ascii=False,
+            allow_nan=False,
+            indent=None,
+            separators=(",", ":"),
+            default=jsonable,
+        ).encode("utf-8")
+
+
+class RedirectResponse(Response):
+    """A redirect (307 by default, like FastAPI) to `url`."""
+
+    def __init__(self, url, status_code=307, headers=None):
+        super().__init__(content=b"", status_code=status_code, headers=headers)
+        self.headers["location"] = quote(str(url), safe=":/%#?=@[]!$&'()*+,;")

@@ -1,0 +1,148 @@
+//! Builds the guest component from `guest-python/` and `wit/` with the pinned componentize-py,
+//! so that `cargo build` alone produces a binary whose embedded guest matches its sources.
+//!
+//! componentize-py is looked up in this order:
+//! 1. `FILEROUTER_COMPONENTIZE_PY`, a path to the `componentize-py` executable;
+//! 2. a private virtual environment under `target/guest-tools/`, created on first use with
+//!    `python3 -m venv` and `pip install componentize-py==VERSION` (needs Python 3 and PyPI).
+//!
+//! The result is zstd-compressed into `OUT_DIR/guest.wasm.zst`, and its SHA-256 is exported as
+//! `FILEROUTER_GUEST_SHA256`. Built components are kept in `target/guest-tools/built/` keyed by
+//! the hash of every input, so switching profiles does not rebuild them.
+
+use std::{
+    env, fs,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use sha2::{Digest, Sha256};
+
+/// The componentize-py release the guest is built and tested with. Minor versions break things.
+const COMPONENTIZE_PY_VERSION: &str = "0.25.1";
+/// The WIT world the guest implements, and the Python module that implements it.
+const WORLD: &str = "router";
+const APP_MODULE: &str = "dispatcher";
+
+fn main() {
+    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
+    let root = manifest.parent().expect("workspace root").to_path_buf();
+    let wit = root.join("wit");
+    let guest = root.join("guest-python");
+    let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
+    // OUT_DIR is <target>/<profile>/build/<crate>-<hash>/out.
+    let target = out
+        .ancestors()
+        .nth(4)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| out.clone());
+    let tools = target.join("guest-tools");
+
+    println!("cargo:rerun-if-changed={}", wit.display());
+    println!("cargo:rerun-if-changed={}", guest.display());
+    println!("cargo:rerun-if-env-changed=FILEROUTER_COMPONENTIZE_PY");
+
+    let mut inputs = Vec::new();
+    collect(&wit, &["wit"], &mut inputs);
+    collect(&guest, &["py"], &mut inputs);
+    inputs.sort();
+    let mut hasher = Sha256::new();
+    hasher.update(COMPONENTIZE_PY_VERSION.as_bytes());
+    for file in &inputs {
+        let rel = file.strip_prefix(&root).unwrap_or(file);
+        hasher.update(rel.to_string_lossy().as_bytes());
+        hasher.update(fs::read(file).unwrap_or_else(|e| panic!("read {}: {e}", file.display())));
+    }
+    let input_hash = hex::encode(hasher.finalize());
+
+    let built_dir = tools.join("built");
+    fs::create_dir_all(&built_dir).expect("create target/guest-tools/built");
+    let built = built_dir.join(format!("guest-{}.wasm", &input_hash[..16]));
+    if !built.exists() {
+        let componentize = componentize_py(&tools);
+        let tmp = built.with_extension("wasm.tmp");
+        let status = Command::new(&componentize)
+            .arg("-d")
+            .arg(&wit)
+            .arg("-w")
+            .arg(WORLD)
+            .arg("componentize")
+            .arg("-p")
+            .arg(&guest)
+            .arg("-o")
+            .arg(&tmp)
+            .arg(APP_MODULE)
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .status()
+            .unwrap_or_else(|e| panic!("run {}: {e}", componentize.display()));
+        assert!(
+            status.success(),
+            "componentize-py failed to build the guest ({status})"
+        );
+        fs::rename(&tmp, &built).expect("store built guest");
+    }
+
+    let wasm = fs::read(&built).expect("read built guest");
+    let sha = hex::encode(Sha256::digest(&wasm));
+    let compressed = zstd::encode_all(&wasm[..], 9).expect("compress guest");
+    fs::write(out.join("guest.wasm.zst"), compressed).expect("write guest.wasm.zst");
+    println!("cargo:rustc-env=FILEROUTER_GUEST_SHA256={sha}");
+    println!("cargo:rustc-env=FILEROUTER_COMPONENTIZE_PY_VERSION={COMPONENTIZE_PY_VERSION}");
+}
+
+/// Every file under `dir` whose extension is one of `exts`, skipping `__pycache__`.
+fn collect(dir: &Path, exts: &[&str], into: &mut Vec<PathBuf>) {
+    let entries = fs::read_dir(dir).unwrap_or_else(|e| panic!("read {}: {e}", dir.display()));
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if path.file_name().is_some_and(|n| n != "__pycache__") {
+                collect(&path, exts, into);
+            }
+        } else if path
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| exts.contains(&e))
+        {
+            into.push(path);
+        }
+    }
+}
+
+/// The componentize-py executable to use, installing the pinned version if needed.
+fn componentize_py(tools: &Path) -> PathBuf {
+    if let Some(path) = env::var_os("FILEROUTER_COMPONENTIZE_PY") {
+        return PathBuf::from(path);
+    }
+    let venv = tools.join(format!("venv-{COMPONENTIZE_PY_VERSION}"));
+    let exe = venv.join("bin").join("componentize-py");
+    if exe.exists() {
+        return exe;
+    }
+    println!(
+        "cargo:warning=installing componentize-py {COMPONENTIZE_PY_VERSION} into {} (once)",
+        venv.display()
+    );
+    let python = env::var("PYTHON").unwrap_or_else(|_| "python3".to_string());
+    let status = Command::new(&python)
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .unwrap_or_else(|e| {
+            panic!("building the guest needs Python 3 ({python}): {e}; install python3 and python3-venv")
+        });
+    assert!(
+        status.success(),
+        "python3 -m venv failed; install python3-venv"
+    );
+    let status = Command::new(venv.join("bin").join("pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check"])
+        .arg(format!("componentize-py=={COMPONENTIZE_PY_VERSION}"))
+        .status()
+        .expect("run pip");
+    assert!(
+        status.success(),
+        "pip install componentize-py=={COMPONENTIZE_PY_VERSION} failed"
+    );
+    exe
+}

@@ -1,0 +1,60 @@
+//! The running application: the current project, the sandbox that serves it, and the mode.
+//!
+//! The project is swapped atomically when `dev` reloads it; a request keeps the snapshot it
+//! started with.
+
+use std::{path::PathBuf, sync::Arc};
+
+use arc_swap::ArcSwap;
+
+use crate::{project::Project, sandbox::Sandbox};
+
+/// Development shows detailed error pages; production reveals nothing about the code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Development,
+    Production,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Development => "development",
+            Mode::Production => "production",
+        }
+    }
+}
+
+/// What a request needs from the server: the loaded project and the sandbox to run it in.
+pub struct Loaded {
+    pub project: Project,
+    pub sandbox: Sandbox,
+}
+
+/// The application shared by every connection.
+#[derive(Clone)]
+pub struct App {
+    pub root: PathBuf,
+    pub mode: Mode,
+    current: Arc<ArcSwap<Loaded>>,
+}
+
+impl App {
+    pub fn new(root: PathBuf, mode: Mode, loaded: Loaded) -> Self {
+        Self {
+            root,
+            mode,
+            current: Arc::new(ArcSwap::from_pointee(loaded)),
+        }
+    }
+
+    /// The project and sandbox as they are now.
+    pub fn current(&self) -> Arc<Loaded> {
+        self.current.load_full()
+    }
+
+    /// Replace the project (hot reload).
+    pub fn replace(&self, loaded: Loaded) {
+        self.current.store(Arc::new(loaded));
+    }
+}

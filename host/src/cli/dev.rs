@@ -1,0 +1,84 @@
+//! `filerouter dev`: serve a project with hot reload and detailed error pages.
+//!
+//! Startup follows SPEC.md: load `config.py`, scan `routes/` and map files to URLs, start the
+//! server with hot reload.
+
+use anyhow::{Context, bail};
+use tokio::net::TcpListener;
+
+use super::ServeArgs;
+use crate::{
+    app::{App, Loaded, Mode},
+    config::Settings,
+    logging,
+    project::Project,
+    reload,
+    sandbox::{Limits, Sandbox, engine::SandboxEngine},
+    server,
+};
+
+/// The sandbox's instance pool: at most this many requests run in the guest at once.
+pub const MAX_INSTANCES: u32 = 64;
+
+pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(serve(args))
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    logging::init(Mode::Development, None);
+    let root = args
+        .project
+        .canonicalize()
+        .with_context(|| format!("project folder {} not found", args.project.display()))?;
+    let routes_dir = Project::routes_dir(&root);
+    if !routes_dir.is_dir() {
+        bail!(
+            "{} has no routes/ folder: is it a filerouter project? (`filerouter init NAME` creates one)",
+            root.display()
+        );
+    }
+    let engine = tokio::task::spawn_blocking(|| SandboxEngine::load(MAX_INSTANCES))
+        .await
+        .context("engine setup panicked")??;
+    let boot = Sandbox::new(engine, &routes_dir, Limits::default())?;
+    let settings = Settings::load(&boot, &root).await?;
+    let sandbox = boot.with_limits(settings.limits())?;
+    let project = Project::load(&root, &sandbox, None).await;
+    for error in &project.scan_errors {
+        tracing::error!("{error}");
+    }
+    for route in &project.routes {
+        if let Err(error) = &route.handlers {
+            tracing::error!(
+                "routes/{}: {}: {} (line {})",
+                route.file,
+                error.kind,
+                error.message,
+                error.line.unwrap_or(0)
+            );
+        }
+    }
+
+    let host = args
+        .host
+        .or(settings.server.host.clone())
+        .unwrap_or_else(|| "127.0.0.1".to_string());
+    let port = args.port.or(settings.server.port).unwrap_or(8000);
+    let listener = TcpListener::bind((host.as_str(), port))
+        .await
+        .with_context(|| format!("cannot listen on {host}:{port}"))?;
+    let address = listener.local_addr().context("no local address")?;
+    let routes = project.routes.len();
+    let app = App::new(root, Mode::Development, Loaded { project, sandbox });
+    let _watcher = reload::watch(app.clone()).context("cannot watch the project folder")?;
+    println!(
+        "filerouter dev: serving {} routes at http://{address} (mode: development, hot reload: on)",
+        routes
+    );
+    server::serve(listener, app).await;
+    Ok(())
+}

@@ -1,0 +1,15 @@
+# filerouter settings. Every name is optional; these are the defaults.
+# This file runs inside the sandbox: plain assignments only.
+
+app_name = "filerouter app"
+title = "filerouter app"
+description = ""
+version = "0.1.0"
+debug = True
+docs_enabled = True
+
+server = {"host": "127.0.0.1", "port": 8000, "workers": 16}
+logging = {"level": "info", "production_level": "warning"}
+build = {"cache_dir": ".cache", "compression_level": 6}
+sandbox = {"memory_mb": 256, "timeout_s": 30, "max_body_bytes": 10 * 1024 * 1024}
+commands = {}

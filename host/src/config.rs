@@ -1,0 +1,134 @@
+//! Settings: defaults, then the project's `config.py` (evaluated in the sandbox), then flags.
+//!
+//! The guest checks names and types and reports errors with the line (`settings.py` in the
+//! guest); this module turns the guest's JSON into typed [`Settings`] and derives the values
+//! the host uses.
+
+use std::{collections::BTreeMap, path::Path, time::Duration};
+
+use serde::Deserialize;
+
+use crate::sandbox::{Limits, ProjectError, Sandbox, SandboxError};
+
+/// Everything `config.py` may set (DECISIONS.md, "Project files"). Absent means default.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    pub app_name: Option<String>,
+    pub debug: Option<bool>,
+    pub docs_enabled: Option<bool>,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub version: Option<String>,
+    pub server: ServerSettings,
+    pub logging: LoggingSettings,
+    pub build: BuildSettings,
+    pub commands: BTreeMap<String, String>,
+    pub sandbox: SandboxSettings,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerSettings {
+    pub host: Option<String>,
+    pub port: Option<u16>,
+    pub workers: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct LoggingSettings {
+    pub level: Option<String>,
+    pub production_level: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct BuildSettings {
+    pub cache_dir: Option<String>,
+    pub compression_level: Option<u8>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct SandboxSettings {
+    pub memory_mb: Option<u64>,
+    pub timeout_s: Option<f64>,
+    pub max_body_bytes: Option<u64>,
+}
+
+/// Why `config.py` could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("config.py:{line}: {kind}: {message}", line = .0.line.unwrap_or(1), kind = .0.kind, message = .0.message)]
+    Project(Box<ProjectError>),
+    #[error("config.py: {0}")]
+    Invalid(String),
+    #[error("config.py: cannot read: {0}")]
+    Read(String),
+    #[error("config.py: {0}")]
+    Sandbox(SandboxError),
+}
+
+impl Settings {
+    /// Evaluate `root/config.py` in the sandbox; no file means all defaults.
+    pub async fn load(sandbox: &Sandbox, root: &Path) -> Result<Settings, ConfigError> {
+        let path = root.join("config.py");
+        let source = match std::fs::read_to_string(&path) {
+            Ok(source) => source,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Settings::default()),
+            Err(e) => return Err(ConfigError::Read(e.to_string())),
+        };
+        let json = sandbox.load_config(&source).await.map_err(|e| match e {
+            SandboxError::Project(error) => ConfigError::Project(error),
+            other => ConfigError::Sandbox(other),
+        })?;
+        let settings: Settings =
+            serde_json::from_str(&json).map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.sandbox.memory_mb == Some(0) {
+            return Err(ConfigError::Invalid(
+                "sandbox['memory_mb'] must be at least 1".into(),
+            ));
+        }
+        if let Some(t) = self.sandbox.timeout_s
+            && !(t > 0.0 && t.is_finite() && t <= 86_400.0)
+        {
+            return Err(ConfigError::Invalid(
+                "sandbox['timeout_s'] must be a positive number of seconds (at most 86400)".into(),
+            ));
+        }
+        if self.server.workers == Some(0) {
+            return Err(ConfigError::Invalid(
+                "server['workers'] must be at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The per-call sandbox limits these settings ask for.
+    pub fn limits(&self) -> Limits {
+        let default = Limits::default();
+        Limits {
+            memory_bytes: self
+                .sandbox
+                .memory_mb
+                .map(|mb| (mb as usize).saturating_mul(1024 * 1024))
+                .unwrap_or(default.memory_bytes),
+            timeout: self
+                .sandbox
+                .timeout_s
+                .map(Duration::from_secs_f64)
+                .unwrap_or(default.timeout),
+            max_body_bytes: self
+                .sandbox
+                .max_body_bytes
+                .map(|b| b as usize)
+                .unwrap_or(default.max_body_bytes),
+        }
+    }
+}

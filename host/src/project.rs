@@ -1,0 +1,168 @@
+//! A project as it is served: the route table, what each route file offers, scan errors.
+//!
+//! [`Project::load`] scans `routes/` (names only) and asks the guest to inspect every route
+//! file, in fresh sandbox instances, to learn which HTTP methods it defines. A file that fails
+//! to import affects only its own routes. When reloading, files whose size and modification
+//! time did not change keep their earlier inspection.
+
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+    time::SystemTime,
+};
+
+use tokio::task::JoinSet;
+
+use crate::{
+    routes::{
+        Pattern,
+        scan::{self, ScanError},
+        table::RouteTable,
+    },
+    sandbox::{HandlerInfo, ProjectError, Sandbox, SandboxError},
+};
+
+/// The methods a route file serves, or why it serves none.
+pub type Handlers = Result<Vec<HandlerInfo>, ProjectError>;
+
+/// One route: a route file and what the guest found in it.
+#[derive(Debug, Clone)]
+pub struct Route {
+    /// Relative to `routes/` (`users/[id]/route.py`).
+    pub file: String,
+    pub pattern: Pattern,
+    pub handlers: Handlers,
+    stamp: Option<(SystemTime, u64)>,
+}
+
+impl Route {
+    /// Whether the route file defines a handler named `method`.
+    pub fn handler(&self, method: &str) -> Option<&HandlerInfo> {
+        self.handlers
+            .as_ref()
+            .ok()?
+            .iter()
+            .find(|h| h.method == method)
+    }
+
+    /// The value of an `Allow` header for this route.
+    pub fn allow(&self) -> String {
+        let mut allowed: Vec<&str> = Vec::new();
+        for method in ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] {
+            let defined = self.handler(method).is_some();
+            let automatic = match method {
+                "HEAD" => self.handler("GET").is_some(),
+                "OPTIONS" => true,
+                _ => false,
+            };
+            if defined || automatic {
+                allowed.push(method);
+            }
+        }
+        allowed.join(", ")
+    }
+}
+
+/// A loaded project.
+#[derive(Debug)]
+pub struct Project {
+    pub root: PathBuf,
+    pub routes: Vec<Route>,
+    pub table: RouteTable,
+    pub scan_errors: Vec<ScanError>,
+}
+
+impl Project {
+    /// The project's `routes/` folder.
+    pub fn routes_dir(root: &Path) -> PathBuf {
+        root.join("routes")
+    }
+
+    /// Scan and inspect the project at `root`, reusing `previous`'s inspections of unchanged files.
+    pub async fn load(root: &Path, sandbox: &Sandbox, previous: Option<&Project>) -> Project {
+        let routes_dir = Self::routes_dir(root);
+        let scan = scan::scan(&routes_dir);
+        let (table, mut table_errors) = RouteTable::build(&scan.routes);
+        let mut scan_errors = scan.errors;
+        scan_errors.append(&mut table_errors);
+
+        let known: HashMap<&str, &Route> = previous
+            .map(|p| p.routes.iter().map(|r| (r.file.as_str(), r)).collect())
+            .unwrap_or_default();
+        let mut routes: Vec<Option<Route>> = vec![None; scan.routes.len()];
+        let mut inspections = JoinSet::new();
+        for (index, found) in scan.routes.iter().enumerate() {
+            let stamp = stamp(&routes_dir.join(&found.file));
+            if let Some(old) = known.get(found.file.as_str())
+                && stamp.is_some()
+                && old.stamp == stamp
+            {
+                routes[index] = Some(Route {
+                    pattern: found.pattern.clone(),
+                    ..(*old).clone()
+                });
+                continue;
+            }
+            let sandbox = sandbox.clone();
+            let file = found.file.clone();
+            let pattern = found.pattern.clone();
+            inspections.spawn(async move {
+                let handlers = match sandbox.inspect_route(&file).await {
+                    Ok(handlers) => Ok(handlers),
+                    Err(SandboxError::Project(error)) => Err(*error),
+                    Err(other) => Err(sandbox_failure(&file, other)),
+                };
+                (
+                    index,
+                    Route {
+                        file,
+                        pattern,
+                        handlers,
+                        stamp,
+                    },
+                )
+            });
+        }
+        while let Some(joined) = inspections.join_next().await {
+            match joined {
+                Ok((index, route)) => routes[index] = Some(route),
+                Err(e) => tracing::error!("route inspection task failed: {e}"),
+            }
+        }
+        let routes = routes
+            .into_iter()
+            .zip(&scan.routes)
+            .map(|(route, found)| {
+                route.unwrap_or_else(|| Route {
+                    file: found.file.clone(),
+                    pattern: found.pattern.clone(),
+                    handlers: Err(sandbox_failure(&found.file, "inspection did not finish")),
+                    stamp: None,
+                })
+            })
+            .collect();
+        Project {
+            root: root.to_path_buf(),
+            routes,
+            table,
+            scan_errors,
+        }
+    }
+}
+
+fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.modified().ok()?, meta.len()))
+}
+
+/// A project error for a route file that the sandbox could not inspect at all.
+fn sandbox_failure(file: &str, reason: impl std::fmt::Display) -> ProjectError {
+    ProjectError {
+        kind: "SandboxError".into(),
+        message: format!("could not inspect routes/{file}: {reason}"),
+        file: Some(format!("routes/{file}")),
+        line: None,
+        frames: Vec::new(),
+        traceback: String::new(),
+    }
+}

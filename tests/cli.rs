@@ -1,0 +1,255 @@
+//! The command line: `init`, `dev`'s banner and errors, config.py, and hot reload.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::json;
+use support::{Project, Server, eventually, json, run};
+
+#[test]
+fn init_creates_a_project_that_dev_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, stdout, stderr) = run(&["init", "shop"], dir.path());
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let shop = dir.path().join("shop");
+    for file in ["routes/index.py", "config.py", ".gitignore"] {
+        assert!(shop.join(file).is_file(), "{file} missing");
+    }
+    assert!(shop.join("public").is_dir());
+    assert!(
+        std::fs::read_to_string(shop.join(".gitignore"))
+            .unwrap()
+            .contains(".cache/")
+    );
+    let index = std::fs::read_to_string(shop.join("routes/index.py")).unwrap();
+    assert!(index.contains("def GET") && index.contains("def POST") && index.contains("\"\"\""));
+
+    // Serve it (the project folder is a tempdir owned by the test).
+    let project = Project::new(&[]);
+    for entry in ["routes/index.py", "config.py"] {
+        project.write(entry, &std::fs::read_to_string(shop.join(entry)).unwrap());
+    }
+    let server = Server::dev(&project);
+    assert_eq!(json(server.get("/")), json!({"message": "Hello, world!"}));
+    assert_eq!(
+        json(server.get("/?name=ann")),
+        json!({"message": "Hello, ann!"})
+    );
+    let posted = server
+        .request("POST", "/")
+        .json(&json!({"x": 1}))
+        .send()
+        .unwrap();
+    assert_eq!(posted.status(), 201);
+    assert_eq!(json(posted), json!({"received": {"x": 1}}));
+
+    // Never overwrites a non-empty folder.
+    let (code, _, stderr) = run(&["init", "shop"], dir.path());
+    assert_ne!(code, 0);
+    assert!(stderr.contains("not empty"), "{stderr}");
+}
+
+#[test]
+fn dev_banner_shows_url_mode_and_reload_state() {
+    let project = Project::new(&[("routes/index.py", "def GET(request):\n    return {}\n")]);
+    let server = Server::dev(&project);
+    let log = server.log();
+    let banner = log.lines().find(|l| l.contains("http://")).unwrap();
+    assert!(
+        banner.contains("development") && banner.contains("hot reload: on"),
+        "{banner}"
+    );
+    assert!(
+        !banner.contains(":0 "),
+        "the banner must show the real port: {banner}"
+    );
+    assert_eq!(server.get("/").status(), 200);
+    assert!(
+        eventually(Duration::from_secs(5), || server
+            .log()
+            .contains("GET / 200")),
+        "no access line:\n{}",
+        server.log()
+    );
+}
+
+#[test]
+fn dev_without_routes_folder_fails_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, _, stderr) = run(
+        &[
+            "dev",
+            "--project",
+            dir.path().to_str().unwrap(),
+            "--port",
+            "0",
+        ],
+        dir.path(),
+    );
+    assert_ne!(code, 0);
+    assert!(stderr.contains("no routes/ folder"), "{stderr}");
+}
+
+#[test]
+fn a_bad_config_stops_dev_with_file_and_line() {
+    for (config, expected) in [
+        ("title = 'x'\nbogus_setting = 1\n", "config.py:2"),
+        ("title = 'x'\nserver = {'port': 'eighty'}\n", "config.py:2"),
+        ("title = 'x'\n\ndebug = (\n", "config.py:3"),
+    ] {
+        let project = Project::new(&[
+            ("routes/index.py", "def GET(request):\n    return {}\n"),
+            ("config.py", config),
+        ]);
+        let (code, _, stderr) = run(
+            &[
+                "dev",
+                "--project",
+                project.path().to_str().unwrap(),
+                "--port",
+                "0",
+            ],
+            project.path(),
+        );
+        assert_ne!(code, 0, "{config}");
+        assert!(stderr.contains(expected), "{config}: {stderr}");
+    }
+}
+
+#[test]
+fn hot_reload_picks_up_edits_additions_and_removals() {
+    let project = Project::new(&[
+        (
+            "routes/index.py",
+            "def GET(request):\n    return {'v': 1}\n",
+        ),
+        (
+            "routes/gone/route.py",
+            "def GET(request):\n    return {'here': True}\n",
+        ),
+    ]);
+    let server = Server::dev(&project);
+    assert_eq!(json(server.get("/")), json!({"v": 1}));
+
+    project.write(
+        "routes/index.py",
+        "def GET(request):\n    return {'v': 2}\n",
+    );
+    assert!(eventually(Duration::from_secs(5), || json(server.get("/"))
+        == json!({"v": 2})));
+
+    project.write(
+        "routes/new/[id]/route.py",
+        "def GET(request, id: int):\n    return {'id': id}\n",
+    );
+    assert!(eventually(Duration::from_secs(5), || server
+        .get("/new/3")
+        .status()
+        == 200));
+    assert_eq!(json(server.get("/new/3")), json!({"id": 3}));
+
+    project.remove("routes/gone/route.py");
+    assert!(eventually(Duration::from_secs(5), || server
+        .get("/gone")
+        .status()
+        == 404));
+
+    // A method added to a file is served; one removed is a 405.
+    project.write(
+        "routes/index.py",
+        "def POST(request):\n    return {'posted': True}\n",
+    );
+    assert!(eventually(Duration::from_secs(5), || server
+        .get("/")
+        .status()
+        == 405));
+    assert_eq!(
+        json(server.request("POST", "/").send().unwrap()),
+        json!({"posted": true})
+    );
+
+    // A broken edit affects only its file, and recovers when fixed.
+    project.write("routes/index.py", "def POST(request:\n");
+    assert!(eventually(Duration::from_secs(5), || server
+        .request("POST", "/")
+        .send()
+        .unwrap()
+        .status()
+        == 500));
+    assert_eq!(json(server.get("/new/4")), json!({"id": 4}));
+    project.write(
+        "routes/index.py",
+        "def GET(request):\n    return {'v': 3}\n",
+    );
+    assert!(eventually(Duration::from_secs(5), || server
+        .get("/")
+        .status()
+        == 200));
+    assert_eq!(json(server.get("/")), json!({"v": 3}));
+}
+
+#[test]
+fn scan_errors_recover_when_fixed() {
+    let project = Project::new(&[
+        (
+            "routes/a/index.py",
+            "def GET(request):\n    return {'a': 1}\n",
+        ),
+        (
+            "routes/b/route.py",
+            "def GET(request):\n    return {'b': 1}\n",
+        ),
+    ]);
+    let server = Server::dev(&project);
+    assert_eq!(server.get("/b").status(), 200);
+    project.write(
+        "routes/a/route.py",
+        "def GET(request):\n    return {'a': 2}\n",
+    );
+    assert!(eventually(Duration::from_secs(5), || server
+        .get("/b")
+        .status()
+        == 500));
+    project.remove("routes/a/index.py");
+    assert!(eventually(Duration::from_secs(5), || server
+        .get("/b")
+        .status()
+        == 200));
+    assert_eq!(json(server.get("/a")), json!({"a": 2}));
+}
+
+#[test]
+fn config_edits_apply_without_restart() {
+    let project = Project::new(&[
+        (
+            "routes/upload/route.py",
+            "async def POST(request):\n    return {'n': len(await request.body())}\n",
+        ),
+        ("config.py", "sandbox = {'max_body_bytes': 100}\n"),
+    ]);
+    let server = Server::dev(&project);
+    let post = |n: usize| {
+        server
+            .request("POST", "/upload")
+            .body(vec![b'x'; n])
+            .send()
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    assert_eq!(post(200), 413);
+    project.write("config.py", "sandbox = {'max_body_bytes': 1000}\n");
+    assert!(eventually(Duration::from_secs(5), || post(200) == 200));
+    // A broken edit keeps the last good settings.
+    project.write("config.py", "sandbox = {'max_body_bytes': \n");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(post(200), 200);
+    assert!(
+        eventually(Duration::from_secs(5), || server
+            .log()
+            .contains("config.py:1")),
+        "{}",
+        server.log()
+    );
+}

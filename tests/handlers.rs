@@ -1,0 +1,368 @@
+//! Handler shapes: the request object, return values, HTTPException, sync and async,
+//! the standard library, fresh globals.
+
+mod support;
+
+use serde_json::json;
+use support::{Project, Server, json};
+
+#[test]
+fn request_members() {
+    let project = Project::new(&[(
+        "routes/echo/[id]/route.py",
+        r#"
+        from filerouter import Request
+
+        async def POST(request: Request, id: int):
+            return {
+                "method": request.method,
+                "path": request.path,
+                "agent": request.headers.get("X-Test-Agent"),
+                "agent_lower": request.headers.get("x-test-agent"),
+                "q": request.query_params.get("q"),
+                "missing": request.query_params.get("nope", "default"),
+                "path_params": request.path_params,
+                "json": await request.json(),
+                "body": (await request.body()).decode(),
+                "cookies": request.cookies,
+            }
+        "#,
+    )]);
+    let server = Server::dev(&project);
+    let response = server
+        .request("POST", "/echo/5?q=hello%20world")
+        .header("X-Test-Agent", "tester")
+        .header("Cookie", "session=abc; theme=dark")
+        .header("Content-Type", "application/json")
+        .body(r#"{"a": [1, 2]}"#)
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        json(response),
+        json!({
+            "method": "POST", "path": "/echo/5", "agent": "tester", "agent_lower": "tester",
+            "q": "hello world", "missing": "default", "path_params": {"id": "5"},
+            "json": {"a": [1, 2]}, "body": "{\"a\": [1, 2]}",
+            "cookies": {"session": "abc", "theme": "dark"},
+        })
+    );
+}
+
+#[test]
+fn return_values() {
+    let project = Project::new(&[
+        (
+            "routes/dict/route.py",
+            "def GET(request):\n    return {'a': 1}\n",
+        ),
+        (
+            "routes/list/route.py",
+            "def GET(request):\n    return [1, 2, 3]\n",
+        ),
+        (
+            "routes/none/route.py",
+            "def GET(request):\n    return None\n",
+        ),
+        (
+            "routes/created/route.py",
+            "def POST(request):\n    return {'id': 1}, 201\n",
+        ),
+        (
+            "routes/headers/route.py",
+            "def GET(request):\n    return {'ok': True}, 202, {'X-Extra': 'yes'}\n",
+        ),
+        (
+            "routes/responses/[kind]/route.py",
+            r#"
+            from filerouter import Response, JSONResponse, HTMLResponse, PlainTextResponse, RedirectResponse
+
+            def GET(request, kind: str):
+                if kind == "html":
+                    return HTMLResponse("<h1>hi</h1>")
+                if kind == "text":
+                    return PlainTextResponse("plain", status_code=203)
+                if kind == "json":
+                    return JSONResponse({"x": 1}, status_code=201, headers={"X-A": "b"})
+                if kind == "redirect":
+                    return RedirectResponse("/somewhere")
+                return Response(content=b"raw", media_type="application/octet-stream")
+            "#,
+        ),
+        (
+            "routes/encode/route.py",
+            r#"
+            import datetime, decimal, uuid, dataclasses, enum
+
+            class Kind(enum.Enum):
+                a = "A"
+
+            @dataclasses.dataclass
+            class Point:
+                x: int
+                y: int
+
+            def GET(request):
+                return {
+                    "when": datetime.date(2024, 1, 2),
+                    "id": uuid.UUID(int=1),
+                    "price": decimal.Decimal("1.5"),
+                    "kind": Kind.a,
+                    "point": Point(1, 2),
+                    "unicode": "héllo",
+                }
+            "#,
+        ),
+    ]);
+    let server = Server::dev(&project);
+    assert_eq!(json(server.get("/dict")), json!({"a": 1}));
+    assert_eq!(json(server.get("/list")), json!([1, 2, 3]));
+    let none = server.get("/none");
+    assert_eq!(none.status(), 204);
+    assert!(none.bytes().unwrap().is_empty());
+    let created = server.request("POST", "/created").send().unwrap();
+    assert_eq!(created.status(), 201);
+    let headers = server.get("/headers");
+    assert_eq!(headers.status(), 202);
+    assert_eq!(headers.headers()["x-extra"], "yes");
+
+    let html = server.get("/responses/html");
+    assert_eq!(html.headers()["content-type"], "text/html; charset=utf-8");
+    assert_eq!(html.text().unwrap(), "<h1>hi</h1>");
+    let text = server.get("/responses/text");
+    assert_eq!(text.status(), 203);
+    assert_eq!(text.text().unwrap(), "plain");
+    let j = server.get("/responses/json");
+    assert_eq!(
+        (j.status().as_u16(), j.headers()["x-a"].to_str().unwrap()),
+        (201, "b")
+    );
+    let r = server.get("/responses/redirect");
+    assert_eq!(r.status(), 307);
+    assert_eq!(r.headers()["location"], "/somewhere");
+    let raw = server.get("/responses/raw");
+    assert_eq!(raw.headers()["content-type"], "application/octet-stream");
+    assert_eq!(raw.text().unwrap(), "raw");
+
+    assert_eq!(
+        json(server.get("/encode")),
+        json!({"when": "2024-01-02", "id": "00000000-0000-0000-0000-000000000001",
+               "price": 1.5, "kind": "A", "point": {"x": 1, "y": 2}, "unicode": "héllo"})
+    );
+}
+
+#[test]
+fn http_exception() {
+    let project = Project::new(&[(
+        "routes/teapot/route.py",
+        r#"
+        from filerouter import HTTPException
+
+        def GET(request):
+            raise HTTPException(418, "short and stout", headers={"X-Pot": "tea"})
+
+        def DELETE(request):
+            raise HTTPException(status_code=403)
+        "#,
+    )]);
+    let server = Server::dev(&project);
+    let response = server.get("/teapot");
+    assert_eq!(response.status(), 418);
+    assert_eq!(response.headers()["x-pot"], "tea");
+    assert_eq!(json(response), json!({"detail": "short and stout"}));
+    let response = server.request("DELETE", "/teapot").send().unwrap();
+    assert_eq!(response.status(), 403);
+    assert_eq!(json(response), json!({"detail": "Forbidden"}));
+}
+
+#[test]
+fn sync_and_async_handlers_with_asyncio() {
+    let project = Project::new(&[
+        (
+            "routes/sync/route.py",
+            "def GET(request):\n    return {'sync': True}\n",
+        ),
+        (
+            "routes/async/route.py",
+            r#"
+            import asyncio
+
+            async def work(n):
+                await asyncio.sleep(0.01 * n)
+                return n * n
+
+            async def GET(request):
+                results = await asyncio.gather(work(1), work(2), work(3))
+                task = asyncio.create_task(work(4))
+                queue = asyncio.Queue()
+                await queue.put("q")
+                return {"gather": results, "task": await task, "queue": await queue.get()}
+            "#,
+        ),
+    ]);
+    let server = Server::dev(&project);
+    assert_eq!(json(server.get("/sync")), json!({"sync": true}));
+    assert_eq!(
+        json(server.get("/async")),
+        json!({"gather": [1, 4, 9], "task": 16, "queue": "q"})
+    );
+}
+
+#[test]
+fn the_stdlib_set_is_importable() {
+    let project = Project::new(&[(
+        "routes/stdlib/route.py",
+        r#"
+        import json, re, datetime, decimal, uuid, enum, dataclasses, typing, collections
+        import itertools, functools, math, random, hashlib, base64, urllib.parse, html
+        import string, textwrap, time, asyncio
+
+        def GET(request):
+            return {
+                "sha": hashlib.sha256(b"x").hexdigest()[:8],
+                "b64": base64.b64encode(b"hi").decode(),
+                "quote": urllib.parse.quote("a b"),
+                "escape": html.escape("<"),
+                "decimal": str(decimal.Decimal("0.1") + decimal.Decimal("0.2")),
+                "sqrt": math.sqrt(16),
+                "re": re.sub(r"\d", '#', "a1b2"),
+            }
+        "#,
+    )]);
+    let server = Server::dev(&project);
+    assert_eq!(
+        json(server.get("/stdlib")),
+        json!({"sha": "2d711642", "b64": "aGk=", "quote": "a%20b", "escape": "&lt;",
+               "decimal": "0.3", "sqrt": 4.0, "re": "a#b#"})
+    );
+}
+
+#[test]
+fn every_request_sees_fresh_module_globals_and_fresh_randomness() {
+    let project = Project::new(&[(
+        "routes/counter/route.py",
+        r#"
+        import random
+
+        count = 0
+        seen = []
+
+        def GET(request):
+            global count
+            count += 1
+            seen.append(count)
+            return {"count": count, "seen": seen, "random": random.random()}
+        "#,
+    )]);
+    let server = Server::dev(&project);
+    let mut randoms = std::collections::HashSet::new();
+    for _ in 0..5 {
+        let body = json(server.get("/counter"));
+        assert_eq!(body["count"], 1);
+        assert_eq!(body["seen"], json!([1]));
+        randoms.insert(body["random"].to_string());
+    }
+    assert_eq!(
+        randoms.len(),
+        5,
+        "random numbers repeat across instances: {randoms:?}"
+    );
+}
+
+#[test]
+fn route_files_can_import_helpers_from_private_folders() {
+    let project = Project::new(&[
+        ("routes/_lib/__init__.py", ""),
+        (
+            "routes/_lib/greet.py",
+            "def greet(name):\n    return 'hi ' + name\n",
+        ),
+        (
+            "routes/hello/[name]/route.py",
+            "from _lib.greet import greet\n\ndef GET(request, name):\n    return {'text': greet(name)}\n",
+        ),
+    ]);
+    let server = Server::dev(&project);
+    assert_eq!(json(server.get("/hello/ann")), json!({"text": "hi ann"}));
+}
+
+#[test]
+fn an_exception_is_a_500_naming_file_and_line() {
+    let project = Project::new(&[
+        (
+            "routes/boom/route.py",
+            "def GET(request):\n    x = 1\n    return {'v': 1 / 0}\n",
+        ),
+        (
+            "routes/ok/route.py",
+            "def GET(request):\n    return {'ok': True}\n",
+        ),
+    ]);
+    let server = Server::dev(&project);
+    let response = server.get("/boom");
+    assert_eq!(response.status(), 500);
+    let body = json(response);
+    assert_eq!(body["error"]["type"], "ZeroDivisionError");
+    assert_eq!(body["error"]["file"], "routes/boom/route.py");
+    assert_eq!(body["error"]["line"], 3);
+    let html = server
+        .request("GET", "/boom")
+        .header("Accept", "text/html")
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        html.contains("ZeroDivisionError") && html.contains("routes/boom/route.py:3"),
+        "{html}"
+    );
+    assert_eq!(json(server.get("/ok")), json!({"ok": true}));
+}
+
+#[test]
+fn a_broken_route_file_affects_only_its_own_routes() {
+    let project = Project::new(&[
+        (
+            "routes/broken/route.py",
+            "def GET(request):\n    return {\n",
+        ),
+        (
+            "routes/fine/route.py",
+            "def GET(request):\n    return {'fine': True}\n",
+        ),
+    ]);
+    let server = Server::dev(&project);
+    let response = server.get("/broken");
+    assert_eq!(response.status(), 500);
+    let body = json(response);
+    assert_eq!(body["error"]["type"], "SyntaxError");
+    assert_eq!(body["error"]["file"], "routes/broken/route.py");
+    assert_eq!(body["error"]["line"], 2);
+    assert_eq!(json(server.get("/fine")), json!({"fine": true}));
+}
+
+#[test]
+fn query_parameters_by_name() {
+    let project = Project::new(&[(
+        "routes/search/route.py",
+        "def GET(request, q: str, page: int = 1):\n    return {'q': q, 'page': page}\n",
+    )]);
+    let server = Server::dev(&project);
+    assert_eq!(
+        json(server.get("/search?q=x")),
+        json!({"q": "x", "page": 1})
+    );
+    assert_eq!(
+        json(server.get("/search?q=x&page=3")),
+        json!({"q": "x", "page": 3})
+    );
+    let missing = server.get("/search");
+    assert_eq!(missing.status(), 422);
+    assert_eq!(
+        json(missing),
+        json!({"detail": [{"type": "missing", "loc": ["query", "q"], "msg": "Field required", "input": null}]})
+    );
+    let bad = json(server.get("/search?q=x&page=two"));
+    assert_eq!(bad["detail"][0]["type"], "int_parsing");
+    assert_eq!(bad["detail"][0]["loc"], json!(["query", "page"]));
+}

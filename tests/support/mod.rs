@@ -1,0 +1,246 @@
+//! Shared test support: fixture projects in temporary folders, and the real `filerouter` binary
+//! started on them, spoken to over HTTP on loopback.
+
+#![allow(dead_code)]
+
+use std::{
+    io::{BufRead, BufReader},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::{
+        Arc, Mutex, Once,
+        mpsc::{self, Receiver},
+    },
+    time::{Duration, Instant},
+};
+
+pub use reqwest::blocking::Response;
+
+/// The binary under test.
+pub fn binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_filerouter"))
+}
+
+/// A project folder made of `(path, content)` pairs, deleted when dropped.
+pub struct Project {
+    dir: tempfile::TempDir,
+}
+
+impl Project {
+    pub fn new(files: &[(&str, &str)]) -> Project {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let project = Project { dir };
+        std::fs::create_dir_all(project.path().join("routes")).unwrap();
+        for (rel, content) in files {
+            project.write(rel, content);
+        }
+        project
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn write(&self, rel: &str, content: &str) {
+        let path = self.path().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, dedent(content)).unwrap();
+    }
+
+    pub fn remove(&self, rel: &str) {
+        std::fs::remove_file(self.path().join(rel)).unwrap();
+    }
+}
+
+/// Remove the common leading indentation of a Rust string literal of Python code.
+pub fn dedent(text: &str) -> String {
+    let text = text.strip_prefix('\n').unwrap_or(text);
+    let indent = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.len() - l.trim_start().len())
+        .min()
+        .unwrap_or(0);
+    text.lines()
+        .map(|l| {
+            if l.len() >= indent {
+                &l[indent..]
+            } else {
+                l.trim_start()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
+/// A running `filerouter` process, killed when dropped.
+pub struct Server {
+    child: Child,
+    pub base: String,
+    pub output: Arc<Mutex<Vec<String>>>,
+}
+
+static COMPILED: Once = Once::new();
+
+/// Make sure the compiled guest is in the cache before tests start servers in parallel, so
+/// that they do not all compile it at once.
+fn ensure_compiled() {
+    COMPILED.call_once(|| {
+        let project = Project::new(&[("routes/index.py", "def GET(request):\n    return {}\n")]);
+        let server = Server::spawn(&["dev"], project.path(), &[], Duration::from_secs(300));
+        drop(server);
+    });
+}
+
+impl Server {
+    /// `filerouter dev` on `project`, on a free port.
+    pub fn dev(project: &Project) -> Server {
+        Self::dev_with_env(project, &[])
+    }
+
+    pub fn dev_with_env(project: &Project, env: &[(&str, &str)]) -> Server {
+        ensure_compiled();
+        Self::spawn(&["dev"], project.path(), env, Duration::from_secs(60))
+    }
+
+    fn spawn(args: &[&str], project: &Path, env: &[(&str, &str)], wait: Duration) -> Server {
+        let mut command = Command::new(binary());
+        command
+            .args(args)
+            .arg("--project")
+            .arg(project)
+            .args(["--port", "0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .env("RUST_LOG", "info");
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut child = command.spawn().expect("start filerouter");
+        let output = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::channel();
+        pump(child.stdout.take().unwrap(), output.clone(), Some(tx));
+        pump(child.stderr.take().unwrap(), output.clone(), None);
+        let base = wait_for_banner(&rx, &mut child, &output, wait);
+        Server {
+            child,
+            base,
+            output,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    pub fn get(&self, path: &str) -> Response {
+        client().get(self.url(path)).send().expect("GET")
+    }
+
+    pub fn request(&self, method: &str, path: &str) -> reqwest::blocking::RequestBuilder {
+        client().request(method.parse().unwrap(), self.url(path))
+    }
+
+    /// Everything the server printed so far.
+    pub fn log(&self) -> String {
+        self.output.lock().unwrap().join("\n")
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn pump(
+    stream: impl std::io::Read + Send + 'static,
+    output: Arc<Mutex<Vec<String>>>,
+    banner: Option<mpsc::Sender<String>>,
+) {
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            if let Some(tx) = &banner
+                && line.contains("http://")
+            {
+                let _ = tx.send(line.clone());
+            }
+            output.lock().unwrap().push(line);
+        }
+    });
+}
+
+fn wait_for_banner(
+    rx: &Receiver<String>,
+    child: &mut Child,
+    output: &Arc<Mutex<Vec<String>>>,
+    wait: Duration,
+) -> String {
+    let deadline = Instant::now() + wait;
+    loop {
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(50)) {
+            let start = line.find("http://").unwrap();
+            let url = line[start..].split_whitespace().next().unwrap();
+            return url.trim_end_matches('/').to_string();
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            std::thread::sleep(Duration::from_millis(100));
+            panic!(
+                "filerouter exited ({status}) before serving:\n{}",
+                output.lock().unwrap().join("\n")
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no banner within {wait:?}:\n{}",
+            output.lock().unwrap().join("\n")
+        );
+    }
+}
+
+/// An HTTP client that does not follow redirects.
+pub fn client() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(60))
+        .build()
+        .unwrap()
+}
+
+/// Run `filerouter` with `args` to completion; returns (exit code, stdout, stderr).
+pub fn run(args: &[&str], cwd: &Path) -> (i32, String, String) {
+    let output = Command::new(binary())
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .expect("run filerouter");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Poll `check` until it returns true or `timeout` passes.
+pub fn eventually(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    check()
+}
+
+/// The response body as JSON.
+pub fn json(response: Response) -> serde_json::Value {
+    let text = response.text().expect("body");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
