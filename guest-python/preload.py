@@ -25,6 +25,7 @@ import datetime
 import decimal
 import difflib
 import email.utils
+import encodings.idna
 import enum
 import fnmatch
 import fractions
@@ -54,6 +55,7 @@ import random
 import re
 import secrets
 import shlex
+import socket
 import statistics
 import string
 import struct

@@ -160,10 +160,11 @@ fn hot_reload_picks_up_edits_additions_and_removals() {
         "routes/index.py",
         "def POST(request):\n    return {'posted': True}\n",
     );
-    assert!(eventually(Duration::from_secs(5), || server
-        .get("/")
-        .status()
-        == 405));
+    // Editors write in steps (truncate, then write): wait for the final state.
+    assert!(eventually(Duration::from_secs(5), || {
+        server.get("/").status() == 405
+            && server.request("POST", "/").send().unwrap().status() == 200
+    }));
     assert_eq!(
         json(server.request("POST", "/").send().unwrap()),
         json!({"posted": true})

@@ -66,7 +66,6 @@ impl Route {
 /// A loaded project.
 #[derive(Debug)]
 pub struct Project {
-    pub root: PathBuf,
     pub routes: Vec<Route>,
     pub table: RouteTable,
     pub scan_errors: Vec<ScanError>,
@@ -142,7 +141,6 @@ impl Project {
             })
             .collect();
         Project {
-            root: root.to_path_buf(),
             routes,
             table,
             scan_errors,

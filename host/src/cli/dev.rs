@@ -72,13 +72,34 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {host}:{port}"))?;
     let address = listener.local_addr().context("no local address")?;
+    print_routes(&project);
     let routes = project.routes.len();
     let app = App::new(root, Mode::Development, Loaded { project, sandbox });
     let _watcher = reload::watch(app.clone()).context("cannot watch the project folder")?;
     println!(
-        "filerouter dev: serving {} routes at http://{address} (mode: development, hot reload: on)",
-        routes
+        "filerouter dev: serving {routes} routes at http://{address} (mode: {}, hot reload: on)",
+        Mode::Development.name()
     );
     server::serve(listener, app).await;
     Ok(())
+}
+
+/// The route table, as a developer wants to see it at startup.
+fn print_routes(project: &Project) {
+    for route in &project.routes {
+        let methods = match &route.handlers {
+            Ok(handlers) => handlers
+                .iter()
+                .map(|h| h.method.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            Err(_) => "(fails to import)".to_string(),
+        };
+        println!(
+            "  {:<24} {:<28} routes/{}",
+            methods,
+            route.pattern.to_string(),
+            route.file
+        );
+    }
 }

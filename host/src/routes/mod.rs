@@ -41,13 +41,6 @@ impl Segment {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Pattern(pub Vec<Segment>);
 
-impl Pattern {
-    /// Whether the pattern has no dynamic segment.
-    pub fn is_static(&self) -> bool {
-        self.0.iter().all(|s| matches!(s, Segment::Static(_)))
-    }
-}
-
 impl fmt::Display for Pattern {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.0.is_empty() {

@@ -45,7 +45,6 @@ pub struct SandboxEngine {
 struct EngineInner {
     engine: Engine,
     component: Component,
-    max_instances: u32,
     /// One permit per pooling-allocator slot: a call waits here rather than fail to allocate.
     slots: tokio::sync::Semaphore,
 }
@@ -62,7 +61,6 @@ impl SandboxEngine {
             inner: Arc::new(EngineInner {
                 engine,
                 component,
-                max_instances,
                 slots: tokio::sync::Semaphore::new(max_instances as usize),
             }),
         })
@@ -70,11 +68,6 @@ impl SandboxEngine {
 
     pub fn engine(&self) -> &Engine {
         &self.inner.engine
-    }
-
-    /// How many instances may be alive at once (the pooling allocator's capacity).
-    pub fn max_instances(&self) -> u32 {
-        self.inner.max_instances
     }
 
     /// Wait for a free instance slot; the slot is released when the permit is dropped.

@@ -23,8 +23,7 @@ use wasmtime::{Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline, component
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 pub use bindings::filerouter::sandbox::types::{
-    Frame, HandlerInfo, HandlerParam, HttpRequest, HttpResponse, ParamValue, PathParam,
-    ProjectError, RouteTarget,
+    HandlerInfo, HttpRequest, HttpResponse, ParamValue, PathParam, ProjectError, RouteTarget,
 };
 pub use limits::Limits;
 
