@@ -16,7 +16,12 @@ import settings
 from componentize_py_types import Err
 from filerouter import params
 from filerouter.eventloop import SandboxEventLoop
-from filerouter.exceptions import HTTPException, RequestValidationError
+from filerouter.exceptions import (
+    HTTPException,
+    NoHandlerError,
+    RequestValidationError,
+    ResponseSerializationError,
+)
 from filerouter.requests import Request
 from filerouter.responses import JSONResponse, Response
 from wit_world import exports
@@ -43,6 +48,29 @@ def _handlers(module):
         fn = getattr(module, method, None)
         if inspect.isfunction(fn) or inspect.iscoroutinefunction(fn):
             yield method, fn
+
+
+def _require_handlers(module, file):
+    """Raise `NoHandlerError` when a route file defines no handler at all."""
+    if any(True for _ in _handlers(module)):
+        return
+    near = [
+        name
+        for name, value in vars(module).items()
+        if callable(value) and name.upper() in METHODS and name not in METHODS
+    ]
+    suggestions = [f"Rename `{name}` to `{name.upper()}`: handler names are upper case" for name in near]
+    suggestions.append(
+        "A route file serves the HTTP methods whose functions it defines: "
+        + ", ".join(f"`{m}`" for m in METHODS[:5])
+        + " (and optionally `HEAD`, `OPTIONS`), e.g. `def GET(request):`"
+    )
+    raise NoHandlerError(
+        f"routes/{file} defines no handler function",
+        filename=project.ROUTES_DIR + "/" + file,
+        lineno=1,
+        suggestions=suggestions,
+    )
 
 
 def _describe(method, fn):
@@ -115,6 +143,7 @@ class Guest(exports.Guest):
         _start_instance()
         try:
             module = project.load_route(file)
+            _require_handlers(module, file)
             return [_describe(method, fn) for method, fn in _handlers(module)]
         except BaseException as exc:
             raise Err(project.error_report(exc)) from None
@@ -140,7 +169,21 @@ class Guest(exports.Guest):
             if not callable(fn):
                 response = JSONResponse({"detail": "Method Not Allowed"}, status_code=405)
             else:
-                response = _to_response(_call(fn, req, path_values))
+                result = _call(fn, req, path_values)
+                try:
+                    response = _to_response(result)
+                except (TypeError, ValueError) as exc:
+                    code = fn.__code__
+                    raise ResponseSerializationError(
+                        f"{fn.__name__}() returned a value that cannot be sent as JSON: {exc}",
+                        filename=code.co_filename,
+                        lineno=code.co_firstlineno,
+                        suggestions=[
+                            "Return a dict, list, str, int, float, bool or None, a (body, status) "
+                            "tuple, or a Response object",
+                            "Convert custom objects first, e.g. with dataclasses.asdict(obj) or vars(obj)",
+                        ],
+                    ) from exc
         except HTTPException as exc:
             response = JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
         except RequestValidationError as exc:

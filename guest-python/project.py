@@ -5,10 +5,14 @@ call runs in a fresh instance, so nothing is cached between requests). Exception
 `ProjectError` records that name the project file and line and keep only project frames.
 """
 
+import builtins
+import difflib
 import os
 import sys
 import traceback
 import types
+
+import preload
 
 from wit_world.imports.types import Frame, ProjectError
 
@@ -51,6 +55,62 @@ def load_route(file):
     return module
 
 
+def _innermost_project_frame(tb):
+    found = None
+    while tb is not None:
+        if project_path(tb.tb_frame.f_code.co_filename) is not None:
+            found = tb.tb_frame
+        tb = tb.tb_next
+    return found
+
+
+def _close(name, candidates):
+    names = sorted({c for c in candidates if isinstance(c, str) and not c.startswith("__")})
+    return difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+
+
+def suggestions_for(exc):
+    """Likely fixes for `exc`, most likely first."""
+    out = list(getattr(exc, "suggestions", ()))
+    if isinstance(exc, NameError) and getattr(exc, "name", None):
+        frame = _innermost_project_frame(exc.__traceback__)
+        scope = list(vars(builtins))
+        if frame is not None:
+            scope += list(frame.f_locals) + list(frame.f_globals)
+        for match in _close(exc.name, scope):
+            out.append(f"Did you mean `{match}`?")
+        if exc.name in ("true", "false", "null", "none"):
+            out.append("Python spells these `True`, `False` and `None`")
+    elif isinstance(exc, AttributeError) and getattr(exc, "name", None) and getattr(exc, "obj", None) is not None:
+        for match in _close(exc.name, dir(exc.obj)):
+            out.append(f"Did you mean `.{match}`?")
+    elif isinstance(exc, ImportError):
+        name = getattr(exc, "name", None) or ""
+        top = name.split(".")[0]
+        stdlib = [m for m in preload.MODULES if "." not in m]
+        for match in _close(top, stdlib):
+            if match != top:
+                out.append(f"Did you mean `{match}`?")
+        out.append(
+            f"`{name or 'that module'}` is not available in the sandbox, and nothing needs installing: "
+            "route code cannot use third-party packages. It can import your own helpers from "
+            "private folders (routes/_lib/) and these standard-library modules: " + ", ".join(stdlib)
+        )
+    elif isinstance(exc, IndentationError):
+        out.append("Indent with 4 spaces and do not mix tabs and spaces")
+    elif isinstance(exc, SyntaxError):
+        message = str(getattr(exc, "msg", ""))
+        if "never closed" in message or "unexpected EOF" in message:
+            out.append("A bracket or quote opened here is never closed")
+        elif "expected ':'" in message:
+            out.append("`def`, `if`, `for`, `while`, `with` and `class` lines end with a colon")
+    elif isinstance(exc, KeyError):
+        out.append("Use `.get(key)` (for example `request.query_params.get(name)`) when a key may be absent")
+    elif isinstance(exc, MemoryError):
+        out.append("The request ran out of sandbox memory: raise `sandbox = {'memory_mb': ...}` in config.py")
+    return out
+
+
 def error_report(exc):
     """A `ProjectError` for `exc`: its type, message, project file and line, project frames."""
     frames = []
@@ -75,4 +135,5 @@ def error_report(exc):
         line=line,
         frames=frames,
         traceback="".join(traceback.format_exception(exc)),
+        suggestions=suggestions_for(exc),
     )

@@ -242,15 +242,15 @@ fn config_edits_apply_without_restart() {
     assert_eq!(post(200), 413);
     project.write("config.py", "sandbox = {'max_body_bytes': 1000}\n");
     assert!(eventually(Duration::from_secs(5), || post(200) == 200));
-    // A broken edit keeps the last good settings.
+    // A broken edit answers every request with the error, naming config.py and the line...
     project.write("config.py", "sandbox = {'max_body_bytes': \n");
-    std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(post(200), 200);
-    assert!(
-        eventually(Duration::from_secs(5), || server
-            .log()
-            .contains("config.py:1")),
-        "{}",
-        server.log()
-    );
+    assert!(eventually(Duration::from_secs(5), || post(200) == 500));
+    let body = server.get("/upload").text().unwrap();
+    assert!(body.contains("config.py"), "{body}");
+    assert!(body.contains("\"line\":1"), "{body}");
+    assert!(server.log().contains("config.py:1"), "{}", server.log());
+    // ...and the fix is picked up without a restart.
+    project.write("config.py", "sandbox = {'max_body_bytes': 1000}\n");
+    assert!(eventually(Duration::from_secs(5), || post(200) == 200));
+    assert_eq!(post(2000), 413);
 }

@@ -28,6 +28,32 @@ class HTTPException(Exception):
         return f"HTTPException(status_code={self.status_code!r}, detail={self.detail!r})"
 
 
+class ProjectCodeError(Exception):
+    """A mistake in project code that the framework detects, located at a file and line.
+
+    `filename` is a sandbox path (`/routes/...`); `suggestions` are shown on the error page.
+    """
+
+    def __init__(self, message, filename=None, lineno=None, suggestions=()):
+        super().__init__(message)
+        self.msg = message
+        self.filename = filename
+        self.lineno = lineno
+        self.suggestions = list(suggestions)
+
+
+class HandlerSignatureError(ProjectCodeError, TypeError):
+    """A handler whose parameters do not fit its route (a missing path parameter, ...)."""
+
+
+class ResponseSerializationError(ProjectCodeError, TypeError):
+    """A handler returned something that cannot be sent as JSON."""
+
+
+class NoHandlerError(ProjectCodeError):
+    """A route file that defines none of the handler functions."""
+
+
 class RequestValidationError(Exception):
     """Path or query parameters that do not convert: answered with 422 and FastAPI's body."""
 

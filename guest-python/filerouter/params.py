@@ -9,7 +9,7 @@ import inspect
 import typing
 import uuid
 
-from .exceptions import RequestValidationError
+from .exceptions import HandlerSignatureError, RequestValidationError
 from .requests import Request
 
 _TRUE = {"1", "on", "t", "true", "y", "yes"}
@@ -154,11 +154,64 @@ def wants_request(param, hints):
     return param.name == "request" or (isinstance(hint, type) and issubclass(hint, Request))
 
 
+def _suggested_signature(fn, signature, hints, path_values):
+    parts = ["request"]
+    for name, value in path_values.items():
+        parts.append(f"{name}: list" if isinstance(value, list) else f"{name}: str")
+    for param in signature.parameters.values():
+        if param.name in path_values or param.name == "request":
+            continue
+        parts.append(str(param))
+    prefix = "async def" if inspect.iscoroutinefunction(fn) else "def"
+    return f"{prefix} {fn.__name__}({', '.join(parts)}):"
+
+
+def check_signature(fn, path_values):
+    """Raise `HandlerSignatureError` if `fn` cannot take its route's path parameters."""
+    signature = inspect.signature(fn)
+    hints = type_hints(fn)
+    params = signature.parameters
+    code = getattr(fn, "__code__", None)
+    where = {"filename": code.co_filename if code else None, "lineno": code.co_firstlineno if code else None}
+    takes_any = any(p.kind == p.VAR_KEYWORD for p in params.values())
+    missing = [name for name in path_values if name not in params and not takes_any]
+    if missing:
+        names = ", ".join(f"`{n}`" for n in missing)
+        raise HandlerSignatureError(
+            f"{fn.__name__}() does not accept the path parameter {names} of its route",
+            suggestions=[
+                "Every [name] folder in the route's path becomes a parameter of the same name: "
+                + _suggested_signature(fn, signature, hints, path_values)
+            ],
+            **where,
+        )
+    positional = [p for p in params.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if positional:
+        first = positional[0]
+        hint = hints.get(first.name, inspect.Parameter.empty)
+        if (
+            not wants_request(first, hints)
+            and first.name not in path_values
+            and first.default is inspect.Parameter.empty
+            and hint is inspect.Parameter.empty
+        ):
+            raise HandlerSignatureError(
+                f"the first parameter of {fn.__name__}() is `{first.name}`, but handlers receive "
+                "the request first",
+                suggestions=[
+                    "Name the first parameter `request` (or annotate it with `Request`): "
+                    + _suggested_signature(fn, signature, hints, path_values)
+                ],
+                **where,
+            )
+
+
 def bind(fn, request, path_values):
     """Keyword arguments for calling `fn`: the request, path parameters and query parameters.
 
     Raises `RequestValidationError` with every conversion failure, as FastAPI reports them.
     """
+    check_signature(fn, path_values)
     signature = inspect.signature(fn)
     hints = type_hints(fn)
     kwargs = {}

@@ -3,7 +3,13 @@
 //! The project is swapped atomically when `dev` reloads it; a request keeps the snapshot it
 //! started with.
 
-use std::{path::PathBuf, sync::Arc};
+use std::{
+    path::PathBuf,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+};
 
 use arc_swap::ArcSwap;
 
@@ -13,6 +19,7 @@ use crate::{project::Project, sandbox::Sandbox};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     Development,
+    #[expect(dead_code, reason = "`filerouter run` (the build cache) constructs it")]
     Production,
 }
 
@@ -29,6 +36,8 @@ impl Mode {
 pub struct Loaded {
     pub project: Project,
     pub sandbox: Sandbox,
+    /// A broken `config.py` (while `dev` runs): every request shows it until it is fixed.
+    pub config_error: Option<crate::error_page::Failure>,
 }
 
 /// The application shared by every connection.
@@ -37,6 +46,8 @@ pub struct App {
     pub root: PathBuf,
     pub mode: Mode,
     current: Arc<ArcSwap<Loaded>>,
+    /// Counts reloads; the development error page polls it to reload itself.
+    generation: Arc<AtomicU64>,
 }
 
 impl App {
@@ -45,6 +56,7 @@ impl App {
             root,
             mode,
             current: Arc::new(ArcSwap::from_pointee(loaded)),
+            generation: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -56,5 +68,11 @@ impl App {
     /// Replace the project (hot reload).
     pub fn replace(&self, loaded: Loaded) {
         self.current.store(Arc::new(loaded));
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// How many times the project was reloaded.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
     }
 }

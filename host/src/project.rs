@@ -162,5 +162,6 @@ fn sandbox_failure(file: &str, reason: impl std::fmt::Display) -> ProjectError {
         line: None,
         frames: Vec::new(),
         traceback: String::new(),
+        suggestions: Vec::new(),
     }
 }

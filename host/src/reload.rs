@@ -11,6 +11,7 @@ use notify::{Event, RecommendedWatcher, RecursiveMode, Watcher};
 use crate::{
     app::{App, Loaded},
     config::Settings,
+    error_page::Failure,
     project::Project,
 };
 
@@ -67,6 +68,7 @@ fn is_relevant(root: &Path, path: &Path) -> bool {
 async fn reload(app: &App, config_changed: bool) {
     let current = app.current();
     let mut sandbox = current.sandbox.clone();
+    let mut config_error = current.config_error.clone();
     if config_changed {
         match Settings::load(&sandbox, &app.root).await {
             Ok(settings) => {
@@ -78,13 +80,21 @@ async fn reload(app: &App, config_changed: bool) {
                     }
                 }
                 tracing::info!("config.py reloaded");
+                config_error = None;
             }
-            Err(e) => tracing::error!("{e} (keeping the last good settings)"),
+            Err(e) => {
+                tracing::error!("{e} (keeping the last good settings)");
+                config_error = Some(Failure::from_config(&e));
+            }
         }
     }
     let project = Project::load(&app.root, &sandbox, Some(&current.project)).await;
     report(&current.project, &project);
-    app.replace(Loaded { project, sandbox });
+    app.replace(Loaded {
+        project,
+        sandbox,
+        config_error,
+    });
 }
 
 /// Print scan errors and newly broken route files once, when they appear.

@@ -15,8 +15,8 @@ use hyper::{
 };
 
 use crate::{
-    app::App,
-    error_page,
+    app::{App, Mode},
+    error_page::{self, Failure, RequestInfo},
     routes::table::Captured,
     sandbox::{HttpRequest, HttpResponse, ParamValue, PathParam, RouteTarget, SandboxError},
 };
@@ -31,13 +31,38 @@ pub async fn respond(app: &App, request: Request<Incoming>, peer: SocketAddr) ->
     let sandbox = &loaded.sandbox;
     let (parts, body) = request.into_parts();
     let accept_html = error_page::accepts_html(&parts.headers);
-
-    if !project.scan_errors.is_empty() {
-        return error_page::scan_errors(app.mode, &project.scan_errors, accept_html);
-    }
-
     let path = parts.uri.path();
     let query = parts.uri.query().unwrap_or("");
+    let mut info = RequestInfo {
+        method: parts.method.to_string(),
+        path: path.to_string(),
+        ..RequestInfo::default()
+    };
+    let fail = |failure: &Failure, info: &RequestInfo| {
+        error_page::respond(
+            app.mode,
+            &app.root,
+            failure,
+            info,
+            accept_html,
+            app.generation(),
+        )
+    };
+
+    // The development error page polls this to reload itself after a fix.
+    if app.mode == Mode::Development && path == "/_filerouter/reload" {
+        let mut response = Response::new(Full::new(Bytes::from(app.generation().to_string())));
+        response
+            .headers_mut()
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        return response;
+    }
+    if let Some(failure) = &loaded.config_error {
+        return fail(failure, &info);
+    }
+    if !project.scan_errors.is_empty() {
+        return fail(&error_page::scan_failure(&project.scan_errors), &info);
+    }
 
     // FastAPI's redirect_slashes: `/users/` -> `/users`, decided before matching.
     if path.len() > 1 && path.ends_with('/') {
@@ -56,8 +81,20 @@ pub async fn respond(app: &App, request: Request<Incoming>, peer: SocketAddr) ->
         return json(StatusCode::NOT_FOUND, r#"{"detail":"Not Found"}"#);
     };
     let route = &project.routes[found.route];
+    info.route_file = Some(format!("routes/{}", route.file));
+    info.params = found
+        .params
+        .iter()
+        .map(|(name, value)| {
+            let text = match value {
+                Captured::One(v) => v.clone(),
+                Captured::Many(v) => v.join("/"),
+            };
+            (name.clone(), text)
+        })
+        .collect();
     if let Err(error) = &route.handlers {
-        return error_page::project_error(app.mode, &app.root, error, accept_html);
+        return fail(&Failure::from_project(error), &info);
     }
 
     let method = parts.method.as_str();
@@ -122,36 +159,57 @@ pub async fn respond(app: &App, request: Request<Incoming>, peer: SocketAddr) ->
             })
             .collect(),
     };
-    match sandbox.handle(guest_request, target).await {
+    let result = sandbox.handle(guest_request, target).await;
+    match result {
         Ok(response) => from_guest(response).unwrap_or_else(|reason| {
-            error_page::message(
-                app.mode,
+            let failure = Failure::simple(
                 StatusCode::INTERNAL_SERVER_ERROR,
+                "InvalidResponse",
                 &reason,
-                accept_html,
-            )
-        }),
-        Err(SandboxError::Project(error)) => {
-            error_page::project_error(app.mode, &app.root, &error, accept_html)
-        }
-        Err(SandboxError::Timeout(limit)) => {
-            tracing::warn!(
-                "{} {path}: stopped after the time limit of {limit:?}",
-                parts.method
+                vec![
+                    "Header names are tokens like `X-Request-Id`; values are visible ASCII text"
+                        .into(),
+                ],
             );
-            json(
+            fail(&failure, &info)
+        }),
+        Err(SandboxError::Project(error)) => fail(&Failure::from_project(&error), &info),
+        Err(SandboxError::Timeout(limit)) => {
+            let mut failure = Failure::simple(
                 StatusCode::GATEWAY_TIMEOUT,
-                r#"{"detail":"Handler timed out"}"#,
-            )
+                "Timeout",
+                &format!(
+                    "the handler ran longer than the sandbox's time limit of {limit:?} and was stopped"
+                ),
+                vec![format!(
+                    "If the work is expected to take longer, raise `sandbox = {{\"timeout_s\": ...}}` in config.py (now {})",
+                    limit.as_secs_f64()
+                )],
+            );
+            failure.json_detail = Some(serde_json::json!({"detail": "Handler timed out"}));
+            fail(&failure, &info)
+        }
+        Err(SandboxError::Trap(trap)) => {
+            let limits = sandbox.limits();
+            let failure = Failure::simple(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "SandboxLimit",
+                &format!("the sandbox stopped the handler: {trap}"),
+                vec![format!(
+                    "If the handler needs more memory, raise `sandbox = {{\"memory_mb\": ...}}` in config.py (now {})",
+                    limits.memory_bytes / (1024 * 1024)
+                )],
+            );
+            fail(&failure, &info)
         }
         Err(other) => {
-            tracing::error!("{} {path}: {other}", parts.method);
-            error_page::message(
-                app.mode,
+            let failure = Failure::simple(
                 StatusCode::INTERNAL_SERVER_ERROR,
+                "SandboxError",
                 &other.to_string(),
-                accept_html,
-            )
+                Vec::new(),
+            );
+            fail(&failure, &info)
         }
     }
 }

@@ -166,12 +166,13 @@ fn pump(
 ) {
     std::thread::spawn(move || {
         for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            // Recorded before the banner is announced, so that `log()` always holds it.
+            output.lock().unwrap().push(line.clone());
             if let Some(tx) = &banner
                 && line.contains("http://")
             {
-                let _ = tx.send(line.clone());
+                let _ = tx.send(line);
             }
-            output.lock().unwrap().push(line);
         }
     });
 }

@@ -74,7 +74,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let address = listener.local_addr().context("no local address")?;
     print_routes(&project);
     let routes = project.routes.len();
-    let app = App::new(root, Mode::Development, Loaded { project, sandbox });
+    let app = App::new(
+        root,
+        Mode::Development,
+        Loaded {
+            project,
+            sandbox,
+            config_error: None,
+        },
+    );
     let _watcher = reload::watch(app.clone()).context("cannot watch the project folder")?;
     println!(
         "filerouter dev: serving {routes} routes at http://{address} (mode: {}, hot reload: on)",
