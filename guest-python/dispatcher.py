@@ -148,6 +148,12 @@ class Guest(exports.Guest):
         except BaseException as exc:
             raise Err(project.error_report(exc)) from None
 
+    def bake(self, files, routes):
+        try:
+            project.bake(files, routes)
+        except BaseException as exc:
+            raise Err(project.error_report(exc)) from None
+
     def handle(self, request, target):
         _start_instance()
         path_values = {

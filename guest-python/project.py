@@ -12,6 +12,7 @@ import sys
 import traceback
 import types
 
+import baked
 import preload
 
 from wit_world.imports.types import Frame, ProjectError
@@ -37,14 +38,32 @@ def _enable_route_imports():
 
 
 def load_route(file):
-    """Import the route file `file` (relative to `routes/`) and return the module."""
-    global _route_counter
+    """The module of route file `file` (relative to `routes/`).
+
+    In production it was imported at build time (`baked`); in development it is imported now,
+    from the read-only `/routes` preopen.
+    """
+    if file in baked.MODULES:
+        return baked.MODULES[file]
     _enable_route_imports()
     if file.startswith("/") or ".." in file.split("/"):
         raise ImportError(f"route file outside routes/: {file}")
     path = os.path.join(ROUTES_DIR, file)
     with open(path, "rb") as handle:
         source = handle.read()
+    return _exec_route(path, source)
+
+
+def bake(files, routes):
+    """Import every route in `routes` from the sources in `files`, for the build snapshot."""
+    baked.install(files)
+    for file in routes:
+        path = os.path.join(ROUTES_DIR, file)
+        baked.MODULES[file] = _exec_route(path, baked.SOURCES[file].encode())
+
+
+def _exec_route(path, source):
+    global _route_counter
     code = compile(source, path, "exec", dont_inherit=True)
     _route_counter += 1
     name = f"_filerouter_route_{_route_counter}"

@@ -19,7 +19,6 @@ use crate::{project::Project, sandbox::Sandbox};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     Development,
-    #[expect(dead_code, reason = "`filerouter run` (the build cache) constructs it")]
     Production,
 }
 

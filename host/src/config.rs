@@ -6,12 +6,12 @@
 
 use std::{collections::BTreeMap, path::Path, time::Duration};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::sandbox::{Limits, ProjectError, Sandbox, SandboxError};
 
 /// Everything `config.py` may set (DECISIONS.md, "Project files"). Absent means default.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct Settings {
     pub app_name: Option<String>,
@@ -27,7 +27,7 @@ pub struct Settings {
     pub sandbox: SandboxSettings,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerSettings {
     pub host: Option<String>,
@@ -35,21 +35,21 @@ pub struct ServerSettings {
     pub workers: Option<u32>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct LoggingSettings {
     pub level: Option<String>,
     pub production_level: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct BuildSettings {
     pub cache_dir: Option<String>,
     pub compression_level: Option<u8>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct SandboxSettings {
     pub memory_mb: Option<u64>,

@@ -8,6 +8,7 @@
 //! command.
 
 mod app;
+mod cache;
 mod cli;
 mod config;
 mod error_page;

@@ -14,9 +14,10 @@ use std::{
 use tokio::task::JoinSet;
 
 use crate::{
+    cache::CachedRoute,
     routes::{
         Pattern,
-        scan::{self, ScanError},
+        scan::{self, RouteFile, ScanError},
         table::RouteTable,
     },
     sandbox::{HandlerInfo, ProjectError, Sandbox, SandboxError},
@@ -138,6 +139,34 @@ impl Project {
                     handlers: Err(sandbox_failure(&found.file, "inspection did not finish")),
                     stamp: None,
                 })
+            })
+            .collect();
+        Project {
+            routes,
+            table,
+            scan_errors,
+        }
+    }
+}
+
+impl Project {
+    /// The project as a build cache recorded it: no files are read and no guest is asked.
+    pub fn from_cache(cached: &[CachedRoute]) -> Project {
+        let files: Vec<RouteFile> = cached
+            .iter()
+            .map(|r| RouteFile {
+                file: r.file.clone(),
+                pattern: r.pattern.clone(),
+            })
+            .collect();
+        let (table, scan_errors) = RouteTable::build(&files);
+        let routes = cached
+            .iter()
+            .map(|r| Route {
+                file: r.file.clone(),
+                pattern: r.pattern.clone(),
+                handlers: Ok(r.handlers.clone()),
+                stamp: None,
             })
             .collect();
         Project {

@@ -113,7 +113,11 @@ impl Server {
             .args(["--port", "0"])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .env("RUST_LOG", "info");
+            .env_remove("RUST_LOG")
+            .env_remove("FILEROUTER_CACHE_KEY");
+        if args.first() == Some(&"dev") {
+            command.env("RUST_LOG", "info");
+        }
         for (k, v) in env {
             command.env(k, v);
         }
@@ -147,8 +151,28 @@ impl Server {
         self.output.lock().unwrap().join("\n")
     }
 
+    /// `filerouter run` on `project`'s build cache, on a free port.
+    pub fn run(project: &Project, env: &[(&str, &str)]) -> Server {
+        Self::spawn(&["run"], project.path(), env, Duration::from_secs(120))
+    }
+
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Send SIGTERM and wait (up to 30 s) for the exit code.
+    pub fn terminate(&mut self) -> Option<i32> {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
     }
 }
 
@@ -216,9 +240,16 @@ pub fn client() -> reqwest::blocking::Client {
 
 /// Run `filerouter` with `args` to completion; returns (exit code, stdout, stderr).
 pub fn run(args: &[&str], cwd: &Path) -> (i32, String, String) {
+    run_with_env(args, cwd, &[])
+}
+
+/// [`run`] with extra environment variables (and without an inherited cache key).
+pub fn run_with_env(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> (i32, String, String) {
     let output = Command::new(binary())
         .args(args)
         .current_dir(cwd)
+        .env_remove("FILEROUTER_CACHE_KEY")
+        .envs(env.iter().copied())
         .output()
         .expect("run filerouter");
     (

@@ -44,7 +44,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let engine = tokio::task::spawn_blocking(|| SandboxEngine::load(MAX_INSTANCES))
         .await
         .context("engine setup panicked")??;
-    let boot = Sandbox::new(engine, &routes_dir, Limits::default())?;
+    let boot = Sandbox::new(engine, Some(&routes_dir), Limits::default())?;
     let settings = Settings::load(&boot, &root).await?;
     let sandbox = boot.with_limits(settings.limits())?;
     let project = Project::load(&root, &sandbox, None).await;
@@ -88,7 +88,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         "filerouter dev: serving {routes} routes at http://{address} (mode: {}, hot reload: on)",
         Mode::Development.name()
     );
-    server::serve(listener, app).await;
+    server::serve(listener, app, std::time::Duration::from_secs(5)).await;
     Ok(())
 }
 

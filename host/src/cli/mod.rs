@@ -1,9 +1,14 @@
 //! The command line: one module per command, like wasmtime's own CLI.
 //!
-//! `init` creates a project, `dev` serves one with hot reload.
+//! `init` creates a project, `dev` serves one with hot reload, `build` writes the build cache
+//! that `run` serves from in production, `status` and `clean` report on and remove it.
 
+mod build;
+mod clean;
 mod dev;
 mod init;
+mod run;
+mod status;
 
 use std::path::PathBuf;
 
@@ -26,6 +31,62 @@ pub enum Command {
     },
     /// Serve the project with hot reload and detailed error pages.
     Dev(ServeArgs),
+    /// Import and snapshot every route once, and write the compressed build cache.
+    Build(BuildArgs),
+    /// Serve the project from its build cache, in production mode.
+    Run(RunArgs),
+    /// Report whether a build cache exists, when it was made and what it holds.
+    Status(CacheArgs),
+    /// Remove the build cache.
+    Clean(CacheArgs),
+}
+
+/// Options of `filerouter build`.
+#[derive(Debug, clap::Args)]
+pub struct BuildArgs {
+    /// The project folder.
+    #[arg(long, default_value = ".")]
+    pub project: PathBuf,
+    /// zstd level, 1 (fastest) to 9 (smallest) [default: config.py's build.compression_level, else 6].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=9))]
+    pub compression: Option<u8>,
+    /// Encrypt the cache with AES-256-GCM under the key in FILEROUTER_CACHE_KEY (64 hex characters).
+    #[arg(long)]
+    pub encrypt: bool,
+    /// Build even if the cache is up to date.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// Options of `filerouter run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The project folder.
+    #[arg(long, default_value = ".")]
+    pub project: PathBuf,
+    /// The address to listen on [default: the build's server.host, else 127.0.0.1].
+    #[arg(long)]
+    pub host: Option<String>,
+    /// The port to listen on; 0 picks a free one [default: the build's server.port, else 8000].
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// How many requests run in the sandbox at once [default: the build's server.workers, else 64].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub workers: Option<u32>,
+    /// The build cache, relative to the project.
+    #[arg(long, default_value = ".cache")]
+    pub cache_dir: PathBuf,
+}
+
+/// Options of `filerouter status` and `filerouter clean`.
+#[derive(Debug, clap::Args)]
+pub struct CacheArgs {
+    /// The project folder.
+    #[arg(long, default_value = ".")]
+    pub project: PathBuf,
+    /// The build cache, relative to the project.
+    #[arg(long, default_value = ".cache")]
+    pub cache_dir: PathBuf,
 }
 
 /// Where to find the project and where to listen.
@@ -47,5 +108,9 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Init { name } => init::run(&name),
         Command::Dev(args) => dev::run(args),
+        Command::Build(args) => build::run(args),
+        Command::Run(args) => run::run(args),
+        Command::Status(args) => status::run(args),
+        Command::Clean(args) => clean::run(args),
     }
 }

@@ -10,7 +10,9 @@ pub mod table;
 use std::fmt;
 
 /// One part of a URL pattern, from one folder name.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum Segment {
     /// A plain folder: matches exactly its name.
     Static(String),
@@ -38,7 +40,9 @@ impl Segment {
 }
 
 /// A URL pattern: the segments of a route, written OpenAPI-style (`/users/{id}`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct Pattern(pub Vec<Segment>);
 
 impl fmt::Display for Pattern {

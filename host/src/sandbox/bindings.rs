@@ -4,5 +4,5 @@ wasmtime::component::bindgen!({
     path: "../wit",
     world: "router",
     exports: { default: async },
-    additional_derives: [PartialEq],
+    additional_derives: [PartialEq, serde::Serialize, serde::Deserialize],
 });

@@ -50,20 +50,57 @@ struct EngineInner {
 }
 
 impl SandboxEngine {
-    /// Set up wasmtime for at most `max_instances` live instances and load the guest,
+    /// Set up wasmtime for at most `max_instances` live instances and load the built-in guest,
     /// compiling it (and caching the result) if this machine has not done so yet.
     pub fn load(max_instances: u32) -> Result<Self, EngineError> {
-        let engine = Engine::new(&config(max_instances)?)
-            .map_err(|e| EngineError::Config(format!("{e:#}")))?;
+        let engine = new_engine(max_instances)?;
         let component = load_component(&engine)?;
+        Ok(Self::assemble(engine, component, max_instances))
+    }
+
+    /// Set up wasmtime with a baked guest from a build cache: its precompiled form `native`
+    /// if it fits this machine and filerouter build, else `wasm()` compiled here.
+    /// Returns whether it had to be recompiled.
+    pub fn load_baked(
+        max_instances: u32,
+        native: &[u8],
+        wasm: impl FnOnce() -> Result<Vec<u8>, String>,
+    ) -> Result<(Self, bool), EngineError> {
+        let engine = new_engine(max_instances)?;
+        // SAFETY: `native` comes from a build cache whose checksum (and, if encrypted, its
+        // authentication tag) was verified, and was written by `precompile` of a filerouter
+        // build; wasmtime also checks its header against this engine and refuses a mismatch.
+        let (component, recompiled) = match unsafe { Component::deserialize(&engine, native) } {
+            Ok(component) => (component, false),
+            Err(e) => {
+                tracing::debug!("precompiled guest unusable here: {e:#}");
+                let wasm = wasm().map_err(EngineError::Compile)?;
+                let component = Component::new(&engine, &wasm)
+                    .map_err(|e| EngineError::Compile(format!("{e:#}")))?;
+                (component, true)
+            }
+        };
+        Ok((Self::assemble(engine, component, max_instances), recompiled))
+    }
+
+    /// Compile a guest component to this machine's native code, in the form
+    /// [`SandboxEngine::load_baked`] reads.
+    pub fn precompile(wasm: &[u8]) -> Result<Vec<u8>, EngineError> {
+        let engine = new_engine(1)?;
+        engine
+            .precompile_component(wasm)
+            .map_err(|e| EngineError::Compile(format!("{e:#}")))
+    }
+
+    fn assemble(engine: Engine, component: Component, max_instances: u32) -> Self {
         start_epoch_ticker(&engine);
-        Ok(Self {
+        Self {
             inner: Arc::new(EngineInner {
                 engine,
                 component,
                 slots: tokio::sync::Semaphore::new(max_instances as usize),
             }),
-        })
+        }
     }
 
     pub fn engine(&self) -> &Engine {
@@ -92,6 +129,10 @@ impl SandboxEngine {
             .instantiate_pre(&self.inner.component)
             .map_err(|e| EngineError::Link(format!("{e:#}")))
     }
+}
+
+fn new_engine(max_instances: u32) -> Result<Engine, EngineError> {
+    Engine::new(&config(max_instances)?).map_err(|e| EngineError::Config(format!("{e:#}")))
 }
 
 fn config(max_instances: u32) -> Result<Config, EngineError> {

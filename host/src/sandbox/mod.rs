@@ -3,7 +3,9 @@
 //! [`Sandbox`] owns the wasmtime engine (set up in [`engine`]), the compiled guest and one
 //! `InstancePre`. Each call ([`Sandbox::handle`], [`Sandbox::inspect_route`],
 //! [`Sandbox::load_config`]) makes a new `Store` and instance with the project's `routes/`
-//! preopened read-only, runs one export, and drops the instance: nothing survives a call.
+//! preopened read-only (in development; production instances see no files at all), runs one
+//! export, and drops the instance: nothing survives a call. [`snapshot`] bakes the project's
+//! modules into the guest for production.
 //! Limits (memory, time) are enforced per call; see [`Limits`].
 //!
 //! This module knows nothing about HTTP routing; it only runs the guest.
@@ -12,6 +14,7 @@ mod bindings;
 pub mod engine;
 mod guest;
 mod limits;
+pub mod snapshot;
 
 use std::{
     path::{Path, PathBuf},
@@ -25,6 +28,7 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 pub use bindings::filerouter::sandbox::types::{
     HandlerInfo, HttpRequest, HttpResponse, ParamValue, PathParam, ProjectError, RouteTarget,
 };
+pub use guest::SHA256 as GUEST_SHA256;
 pub use limits::Limits;
 
 use bindings::RouterPre;
@@ -74,15 +78,18 @@ pub struct Sandbox {
 struct Inner {
     engine: engine::SandboxEngine,
     pre: RouterPre<CallState>,
-    routes_dir: PathBuf,
+    /// Preopened read-only as `/routes` in development; `None` in production, where the route
+    /// modules are in the baked guest and instances see no files.
+    routes_dir: Option<PathBuf>,
     limits: Limits,
 }
 
 impl Sandbox {
-    /// Link the guest for the project whose route files live in `routes_dir`.
+    /// Link the guest for the project whose route files live in `routes_dir` (`None`: a
+    /// baked guest that needs no files).
     pub fn new(
         engine: engine::SandboxEngine,
-        routes_dir: &Path,
+        routes_dir: Option<&Path>,
         limits: Limits,
     ) -> Result<Self, SandboxError> {
         let pre = engine
@@ -93,7 +100,7 @@ impl Sandbox {
             inner: Arc::new(Inner {
                 engine,
                 pre,
-                routes_dir: routes_dir.to_path_buf(),
+                routes_dir: routes_dir.map(Path::to_path_buf),
                 limits,
             }),
         })
@@ -101,7 +108,11 @@ impl Sandbox {
 
     /// The same guest and project with other limits (after `config.py` changed).
     pub fn with_limits(&self, limits: Limits) -> Result<Self, SandboxError> {
-        Self::new(self.inner.engine.clone(), &self.inner.routes_dir, limits)
+        Self::new(
+            self.inner.engine.clone(),
+            self.inner.routes_dir.as_deref(),
+            limits,
+        )
     }
 
     /// The limits every call runs under.
@@ -160,10 +171,10 @@ impl Sandbox {
         let limits = &inner.limits;
         let _slot = inner.engine.slot().await;
         let mut wasi = WasiCtxBuilder::new();
-        wasi.preopened_dir(&inner.routes_dir, "/routes", FsPerms::ReadOnly)
-            .map_err(|e| {
-                SandboxError::Setup(format!("open {}: {e}", inner.routes_dir.display()))
-            })?;
+        if let Some(dir) = &inner.routes_dir {
+            wasi.preopened_dir(dir, "/routes", FsPerms::ReadOnly)
+                .map_err(|e| SandboxError::Setup(format!("open {}: {e}", dir.display())))?;
+        }
         wasi.inherit_stdout().inherit_stderr();
         let state = CallState {
             wasi: wasi.build(),

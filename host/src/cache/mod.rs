@@ -1,0 +1,283 @@
+//! The build cache: what `filerouter build` writes and `filerouter run` serves from.
+//!
+//! `.cache/` holds two files: `bundle.bin`, a sealed container ([`seal`]) with the manifest,
+//! the route metadata and settings, the baked guest component and its precompiled native code
+//! (each compressed with zstd); and `manifest.json`, a readable copy of the manifest for
+//! `filerouter status`. Writing is atomic (a temporary file renamed over the old one), so a
+//! failed build never damages an earlier good cache.
+//!
+//! This module stores and checks bytes; making them (scan, bake, compile) is `cli::build`'s.
+
+pub mod seal;
+
+use std::{
+    fs,
+    io::Write,
+    path::{Path, PathBuf},
+};
+
+use serde::{Deserialize, Serialize};
+
+use crate::{config::Settings, routes::Pattern, sandbox::HandlerInfo};
+
+pub use seal::{CacheKey, SealError};
+
+const BUNDLE: &str = "bundle.bin";
+const MANIFEST: &str = "manifest.json";
+
+/// Why a cache could not be written or used. Each is a one-line message.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    #[error("no build cache in {0}: run `filerouter build` first")]
+    Missing(PathBuf),
+    #[error("{0}")]
+    Seal(#[from] SealError),
+    #[error(
+        "the cache was built by filerouter {found} and this is {expected}: run `filerouter build` again"
+    )]
+    OtherVersion { found: String, expected: String },
+    #[error("the cache is missing its {0} section")]
+    MissingSection(&'static str),
+    #[error("the cache's {section} section is unreadable: {reason}")]
+    Section {
+        section: &'static str,
+        reason: String,
+    },
+    #[error("{path}: {reason}")]
+    Io { path: PathBuf, reason: String },
+}
+
+/// What the build recorded about itself, readable without the key.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Manifest {
+    pub format: u32,
+    pub filerouter_version: String,
+    /// The built-in guest the snapshot was baked from.
+    pub guest_sha256: String,
+    /// RFC 3339, UTC.
+    pub created_at: String,
+    pub compression_level: i32,
+    pub encrypted: bool,
+    /// A hash of everything the build read (sources, config.py, options): equal means up to date.
+    pub inputs: String,
+    pub routes: RouteCounts,
+    pub sections: Vec<SectionSize>,
+}
+
+/// Route counts, as `filerouter status` reports them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct RouteCounts {
+    pub files: usize,
+    /// One per path and method.
+    pub handlers: usize,
+    pub static_routes: usize,
+    pub dynamic_routes: usize,
+}
+
+/// One section's size before and after compression.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SectionSize {
+    pub name: String,
+    pub raw: u64,
+    pub compressed: u64,
+}
+
+/// A route as the build found it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CachedRoute {
+    /// Relative to `routes/`.
+    pub file: String,
+    pub pattern: Pattern,
+    pub handlers: Vec<HandlerInfo>,
+}
+
+/// Everything `run` needs besides the guest: the settings and the routes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Metadata {
+    pub settings: Settings,
+    pub routes: Vec<CachedRoute>,
+}
+
+/// The contents of a cache.
+pub struct Contents {
+    pub metadata: Metadata,
+    /// The baked guest component (WebAssembly).
+    pub component: Vec<u8>,
+    /// `component` compiled for the build machine.
+    pub native: Vec<u8>,
+}
+
+/// A cache read back: the manifest, the metadata and native code; the component is kept
+/// compressed and only decompressed if the native code does not fit this machine.
+pub struct Opened {
+    pub manifest: Manifest,
+    pub metadata: Metadata,
+    pub native: Vec<u8>,
+    component_zst: Vec<u8>,
+}
+
+impl Opened {
+    /// The baked component, for recompiling.
+    pub fn component(&self) -> Result<Vec<u8>, String> {
+        zstd::decode_all(self.component_zst.as_slice())
+            .map_err(|e| format!("decompress the cached component: {e}"))
+    }
+}
+
+/// Compress and seal `contents` into `dir`, replacing any earlier cache only once the new one
+/// is completely written. Returns the manifest written.
+pub fn write(
+    dir: &Path,
+    contents: &Contents,
+    mut manifest: Manifest,
+    level: i32,
+    key: Option<&CacheKey>,
+) -> Result<Manifest, CacheError> {
+    let metadata = serde_json::to_vec(&contents.metadata).map_err(|e| CacheError::Section {
+        section: "metadata",
+        reason: e.to_string(),
+    })?;
+    let parts: [(&'static str, &[u8]); 3] = [
+        ("metadata", &metadata),
+        ("component", &contents.component),
+        ("native", &contents.native),
+    ];
+    let mut compressed = Vec::new();
+    manifest.sections.clear();
+    for (name, raw) in parts {
+        let packed = zstd::encode_all(raw, level).map_err(|e| CacheError::Section {
+            section: name,
+            reason: e.to_string(),
+        })?;
+        manifest.sections.push(SectionSize {
+            name: name.to_string(),
+            raw: raw.len() as u64,
+            compressed: packed.len() as u64,
+        });
+        compressed.push((name, packed));
+    }
+    manifest.compression_level = level;
+    manifest.encrypted = key.is_some();
+    let manifest_json = serde_json::to_vec_pretty(&manifest).map_err(|e| CacheError::Section {
+        section: "manifest",
+        reason: e.to_string(),
+    })?;
+    let mut sections: Vec<(&str, &[u8])> = vec![("manifest", &manifest_json)];
+    sections.extend(compressed.iter().map(|(n, b)| (*n, b.as_slice())));
+    let bundle = seal::seal(&sections, key)?;
+
+    let io = |path: &Path, e: std::io::Error| CacheError::Io {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    };
+    fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    replace(&dir.join(BUNDLE), &bundle).map_err(|e| io(&dir.join(BUNDLE), e))?;
+    replace(&dir.join(MANIFEST), &manifest_json).map_err(|e| io(&dir.join(MANIFEST), e))?;
+    Ok(manifest)
+}
+
+fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    let mut file = fs::File::create(&tmp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    fs::rename(&tmp, path)
+}
+
+/// Read, verify and decrypt the cache in `dir`.
+pub fn open(dir: &Path, key: Option<&CacheKey>) -> Result<Opened, CacheError> {
+    let path = dir.join(BUNDLE);
+    let bytes = match fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(CacheError::Missing(dir.to_path_buf()));
+        }
+        Err(e) => {
+            return Err(CacheError::Io {
+                path,
+                reason: e.to_string(),
+            });
+        }
+    };
+    let mut sections = seal::open(&bytes, key)?;
+    let mut take = |name: &'static str| {
+        sections
+            .iter()
+            .position(|(n, _)| n == name)
+            .map(|i| sections.swap_remove(i).1)
+            .ok_or(CacheError::MissingSection(name))
+    };
+    let manifest: Manifest =
+        serde_json::from_slice(&take("manifest")?).map_err(|e| CacheError::Section {
+            section: "manifest",
+            reason: e.to_string(),
+        })?;
+    let expected = env!("CARGO_PKG_VERSION");
+    if manifest.filerouter_version != expected
+        || manifest.guest_sha256 != crate::sandbox::GUEST_SHA256
+    {
+        return Err(CacheError::OtherVersion {
+            found: format!(
+                "{} (guest {})",
+                manifest.filerouter_version,
+                &manifest.guest_sha256.get(..12).unwrap_or("?")
+            ),
+            expected: format!("{expected} (guest {})", &crate::sandbox::GUEST_SHA256[..12]),
+        });
+    }
+    let unpack = |section: &'static str, bytes: Vec<u8>| {
+        zstd::decode_all(bytes.as_slice()).map_err(|e| CacheError::Section {
+            section,
+            reason: e.to_string(),
+        })
+    };
+    let metadata = unpack("metadata", take("metadata")?)?;
+    let metadata: Metadata =
+        serde_json::from_slice(&metadata).map_err(|e| CacheError::Section {
+            section: "metadata",
+            reason: e.to_string(),
+        })?;
+    let native = unpack("native", take("native")?)?;
+    let component_zst = take("component")?;
+    Ok(Opened {
+        manifest,
+        metadata,
+        native,
+        component_zst,
+    })
+}
+
+/// The manifest of the cache in `dir`, if there is one (not verified: for `status`).
+pub fn manifest(dir: &Path) -> Option<Manifest> {
+    let text = fs::read(dir.join(MANIFEST)).ok()?;
+    serde_json::from_slice(&text).ok()
+}
+
+/// The total size of the cache files in `dir`.
+pub fn size(dir: &Path) -> u64 {
+    [BUNDLE, MANIFEST]
+        .iter()
+        .filter_map(|f| fs::metadata(dir.join(f)).ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+/// Remove the cache files from `dir` (and `dir` if that leaves it empty). Returns the bytes freed.
+pub fn remove(dir: &Path) -> Result<u64, CacheError> {
+    let freed = size(dir);
+    for name in [BUNDLE, MANIFEST, "bundle.tmp", "manifest.tmp"] {
+        let path = dir.join(name);
+        match fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(CacheError::Io {
+                    path,
+                    reason: e.to_string(),
+                });
+            }
+        }
+    }
+    let _ = fs::remove_dir(dir);
+    Ok(freed)
+}

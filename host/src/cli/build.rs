@@ -1,0 +1,290 @@
+//! `filerouter build`: scan, import and snapshot the project once, and write the build cache.
+//!
+//! Steps: evaluate `config.py` and inspect every route file in the sandbox (as `dev` does);
+//! stop with the file and line if anything fails; bake the route modules into the guest
+//! ([`snapshot`]); compile the result to native code; compress, seal and write `.cache/`
+//! ([`cache`]). Nothing is written unless every step succeeded.
+//!
+//! [`snapshot`]: crate::sandbox::snapshot
+//! [`cache`]: crate::cache
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    time::{Instant, SystemTime},
+};
+
+use anyhow::{Context, bail};
+
+use super::BuildArgs;
+use crate::{
+    app::Mode,
+    cache::{self, CacheKey, CachedRoute, Contents, Manifest, Metadata, RouteCounts, seal},
+    config::Settings,
+    logging,
+    project::Project,
+    sandbox::{self, Limits, Sandbox, engine::SandboxEngine, snapshot},
+};
+
+pub fn run(args: BuildArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(build(args))
+}
+
+async fn build(args: BuildArgs) -> anyhow::Result<()> {
+    logging::init(Mode::Production, None);
+    let root = args
+        .project
+        .canonicalize()
+        .with_context(|| format!("project folder {} not found", args.project.display()))?;
+    let routes_dir = Project::routes_dir(&root);
+    if !routes_dir.is_dir() {
+        bail!("{} has no routes/ folder", root.display());
+    }
+    // A bad key is reported before any work is done.
+    let key = if args.encrypt {
+        match CacheKey::from_env()? {
+            Some(key) => Some(key),
+            None => bail!(
+                "--encrypt needs the key in {}: 64 hexadecimal characters (for example from `openssl rand -hex 32`)",
+                seal::KEY_VAR
+            ),
+        }
+    } else {
+        None
+    };
+
+    let started = Instant::now();
+    let step = Instant::now();
+    let engine = tokio::task::spawn_blocking(|| SandboxEngine::load(4))
+        .await
+        .context("engine setup panicked")??;
+    let boot = Sandbox::new(engine, Some(&routes_dir), Limits::default())?;
+    let settings = Settings::load(&boot, &root).await?;
+    let level = args
+        .compression
+        .map(i32::from)
+        .or(settings.build.compression_level.map(i32::from))
+        .unwrap_or(6);
+    if !(1..=9).contains(&level) {
+        bail!("compression level {level} is out of range: use 1 to 9");
+    }
+    let cache_dir = cache_dir(&root, &settings);
+    let sandbox = boot.with_limits(settings.limits())?;
+    let project = Project::load(&root, &sandbox, None).await;
+    check(&project)?;
+    let files = sources(&routes_dir)?;
+    let inputs = inputs_hash(&root, &files, level, key.is_some());
+    eprintln!(
+        "[1/4] config.py and routes/: {} route files inspected ({:.1}s)",
+        project.routes.len(),
+        step.elapsed().as_secs_f64()
+    );
+    if !args.force
+        && let Some(existing) = cache::manifest(&cache_dir)
+        && existing.inputs == inputs
+        && existing.filerouter_version == env!("CARGO_PKG_VERSION")
+        && existing.guest_sha256 == sandbox::GUEST_SHA256
+    {
+        eprintln!(
+            "{} is up to date (use --force to build it again)",
+            cache_dir.display()
+        );
+        return Ok(());
+    }
+
+    let step = Instant::now();
+    eprintln!("[2/4] importing every route in the sandbox and snapshotting it...");
+    let route_files: Vec<String> = project.routes.iter().map(|r| r.file.clone()).collect();
+    let baked = snapshot::bake(files, route_files, settings.limits().memory_bytes)
+        .await
+        .map_err(|e| match e {
+            snapshot::BakeError::Project(error) => anyhow::anyhow!(
+                "{}:{}: {}: {}",
+                error.file.as_deref().unwrap_or("routes/"),
+                error.line.unwrap_or(0),
+                error.kind,
+                error.message
+            ),
+            other => anyhow::anyhow!(other),
+        })?;
+    eprintln!("      done ({:.1}s)", step.elapsed().as_secs_f64());
+
+    let step = Instant::now();
+    eprintln!("[3/4] compiling the snapshot to native code...");
+    let (baked, native) = tokio::task::spawn_blocking(move || {
+        let native = SandboxEngine::precompile(&baked);
+        (baked, native)
+    })
+    .await
+    .context("compilation panicked")?;
+    let native = native?;
+    eprintln!("      done ({:.1}s)", step.elapsed().as_secs_f64());
+
+    let step = Instant::now();
+    eprintln!(
+        "[4/4] compressing (zstd level {level}) and writing {}...",
+        cache_dir.display()
+    );
+    let metadata = Metadata {
+        settings,
+        routes: project
+            .routes
+            .iter()
+            .map(|r| CachedRoute {
+                file: r.file.clone(),
+                pattern: r.pattern.clone(),
+                handlers: r.handlers.clone().unwrap_or_default(),
+            })
+            .collect(),
+    };
+    let manifest = Manifest {
+        format: seal::FORMAT,
+        filerouter_version: env!("CARGO_PKG_VERSION").to_string(),
+        guest_sha256: sandbox::GUEST_SHA256.to_string(),
+        created_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+        compression_level: level,
+        encrypted: key.is_some(),
+        inputs,
+        routes: counts(&metadata.routes),
+        sections: Vec::new(),
+    };
+    let contents = Contents {
+        metadata,
+        component: baked,
+        native,
+    };
+    let written = tokio::task::spawn_blocking(move || {
+        cache::write(&cache_dir, &contents, manifest, level, key.as_ref()).map(|m| (m, cache_dir))
+    })
+    .await
+    .context("writing the cache panicked")?;
+    let (manifest, cache_dir) = written?;
+    eprintln!("      done ({:.1}s)", step.elapsed().as_secs_f64());
+
+    let raw: u64 = manifest.sections.iter().map(|s| s.raw).sum();
+    let packed: u64 = manifest.sections.iter().map(|s| s.compressed).sum();
+    println!(
+        "built {}: {} routes ({} handlers) in {:.1}s; {} -> {} ({:.0}% smaller){}",
+        cache_dir.display(),
+        manifest.routes.files,
+        manifest.routes.handlers,
+        started.elapsed().as_secs_f64(),
+        megabytes(raw),
+        megabytes(packed),
+        100.0 * (1.0 - packed as f64 / raw.max(1) as f64),
+        if manifest.encrypted {
+            ", encrypted"
+        } else {
+            ""
+        }
+    );
+    Ok(())
+}
+
+/// Where the cache goes: `build.cache_dir` of config.py (relative to the project), or `.cache`.
+fn cache_dir(root: &Path, settings: &Settings) -> PathBuf {
+    root.join(settings.build.cache_dir.as_deref().unwrap_or(".cache"))
+}
+
+/// Refuse to build a project with scan errors or route files that fail to import.
+fn check(project: &Project) -> anyhow::Result<()> {
+    let mut problems: Vec<String> = project.scan_errors.iter().map(|e| e.to_string()).collect();
+    for route in &project.routes {
+        if let Err(error) = &route.handlers {
+            problems.push(format!(
+                "{}:{}: {}: {}",
+                error
+                    .file
+                    .clone()
+                    .unwrap_or_else(|| format!("routes/{}", route.file)),
+                error.line.unwrap_or(0),
+                error.kind,
+                error.message
+            ));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        bail!(
+            "the build stopped; nothing was written:\n  {}",
+            problems.join("\n  ")
+        )
+    }
+}
+
+/// Every `.py` file under `routes/` (route files and the helpers they import), as
+/// (path relative to `routes/`, source), sorted by path.
+fn sources(routes_dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    let mut stack = vec![(routes_dir.to_path_buf(), String::new())];
+    while let Some((dir, rel)) = stack.pop() {
+        let entries =
+            fs::read_dir(&dir).with_context(|| format!("cannot read {}", dir.display()))?;
+        for entry in entries.flatten() {
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            let path = entry.path();
+            let rel_name = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
+            if path.is_dir() {
+                if name != "__pycache__" && !name.starts_with('.') {
+                    stack.push((path, rel_name));
+                }
+            } else if name.ends_with(".py") {
+                let source = fs::read_to_string(&path)
+                    .with_context(|| format!("routes/{rel_name}: cannot read it as UTF-8 text"))?;
+                out.push((rel_name, source));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn inputs_hash(root: &Path, files: &[(String, String)], level: i32, encrypted: bool) -> String {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(env!("CARGO_PKG_VERSION").as_bytes());
+    hasher.update(sandbox::GUEST_SHA256.as_bytes());
+    hasher.update(&level.to_le_bytes());
+    hasher.update(&[u8::from(encrypted)]);
+    hasher.update(&fs::read(root.join("config.py")).unwrap_or_default());
+    for (path, source) in files {
+        hasher.update(&(path.len() as u64).to_le_bytes());
+        hasher.update(path.as_bytes());
+        hasher.update(&(source.len() as u64).to_le_bytes());
+        hasher.update(source.as_bytes());
+    }
+    hasher.finalize().to_hex().to_string()
+}
+
+/// Statistics as DECISIONS.md counts them: one per path and method.
+fn counts(routes: &[CachedRoute]) -> RouteCounts {
+    let mut counts = RouteCounts {
+        files: routes.len(),
+        ..RouteCounts::default()
+    };
+    for route in routes {
+        let dynamic = route.pattern.0.iter().any(|s| s.param_name().is_some());
+        let n = route.handlers.len();
+        counts.handlers += n;
+        if dynamic {
+            counts.dynamic_routes += n;
+        } else {
+            counts.static_routes += n;
+        }
+    }
+    counts
+}
+
+pub fn megabytes(bytes: u64) -> String {
+    format!("{:.1} MB", bytes as f64 / 1_000_000.0)
+}

@@ -1,0 +1,15 @@
+//! `filerouter clean`: remove the build cache.
+
+use super::CacheArgs;
+use crate::{cache, cli::build::megabytes};
+
+pub fn run(args: CacheArgs) -> anyhow::Result<()> {
+    let dir = args.project.join(&args.cache_dir);
+    if cache::manifest(&dir).is_none() && cache::size(&dir) == 0 {
+        println!("nothing to clean in {}", dir.display());
+        return Ok(());
+    }
+    let freed = cache::remove(&dir)?;
+    println!("removed {} ({})", dir.display(), megabytes(freed));
+    Ok(())
+}

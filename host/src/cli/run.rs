@@ -1,0 +1,100 @@
+//! `filerouter run`: serve a project from its build cache, in production mode.
+//!
+//! Never scans `routes/` or reads route source: the routes, settings and the baked guest all
+//! come from the cache, which is verified (checksum, and the key if encrypted) before anything
+//! is served. Errors answer `{"detail":"Internal Server Error"}`; details go to the log.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+
+use super::RunArgs;
+use crate::{
+    app::{App, Loaded, Mode},
+    cache::{self, CacheKey},
+    logging,
+    project::Project,
+    sandbox::{Sandbox, engine::SandboxEngine},
+    server,
+};
+
+/// Requests that may run in the sandbox at once when neither `--workers` nor
+/// `server.workers` says otherwise.
+pub const DEFAULT_WORKERS: u32 = 64;
+
+pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(serve(args))
+}
+
+async fn serve(args: RunArgs) -> anyhow::Result<()> {
+    let root = args
+        .project
+        .canonicalize()
+        .with_context(|| format!("project folder {} not found", args.project.display()))?;
+    let dir = root.join(&args.cache_dir);
+    let key = CacheKey::from_env()?;
+    let opened = tokio::task::spawn_blocking(move || cache::open(&dir, key.as_ref()))
+        .await
+        .context("reading the cache panicked")??;
+    let settings = opened.metadata.settings.clone();
+    logging::init(
+        Mode::Production,
+        settings.logging.production_level.as_deref(),
+    );
+
+    let workers = args
+        .workers
+        .or(settings.server.workers)
+        .unwrap_or(DEFAULT_WORKERS)
+        .max(1);
+    let started = Instant::now();
+    let opened = std::sync::Arc::new(opened);
+    let for_engine = opened.clone();
+    let (engine, recompiled) = tokio::task::spawn_blocking(move || {
+        SandboxEngine::load_baked(workers, &for_engine.native, || for_engine.component())
+    })
+    .await
+    .context("engine setup panicked")??;
+    if recompiled {
+        eprintln!(
+            "filerouter: the cache's native code does not fit this machine; recompiled it from the baked component ({:.1}s)",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    let sandbox = Sandbox::new(engine, None, settings.limits())?;
+    let project = Project::from_cache(&opened.metadata.routes);
+    let routes = project.routes.len();
+
+    let host = args
+        .host
+        .or(settings.server.host.clone())
+        .unwrap_or_else(|| "127.0.0.1".to_string());
+    let port = args.port.or(settings.server.port).unwrap_or(8000);
+    let listener = TcpListener::bind((host.as_str(), port))
+        .await
+        .with_context(|| format!("cannot listen on {host}:{port}"))?;
+    let address = listener.local_addr().context("no local address")?;
+    let drain = settings.limits().timeout.min(Duration::from_secs(30)) + Duration::from_secs(1);
+    let app = App::new(
+        root,
+        Mode::Production,
+        Loaded {
+            project,
+            sandbox,
+            config_error: None,
+        },
+    );
+    println!(
+        "filerouter run: serving {routes} routes at http://{address} (mode: {}, workers: {workers}, build of {})",
+        Mode::Production.name(),
+        opened.manifest.created_at
+    );
+    server::serve(listener, app, drain).await;
+    println!("filerouter run: stopped");
+    Ok(())
+}

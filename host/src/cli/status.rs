@@ -1,0 +1,43 @@
+//! `filerouter status`: whether a build cache exists, when it was made, what it holds.
+
+use super::CacheArgs;
+use crate::{cache, cli::build::megabytes};
+
+pub fn run(args: CacheArgs) -> anyhow::Result<()> {
+    let dir = args.project.join(&args.cache_dir);
+    let Some(manifest) = cache::manifest(&dir) else {
+        println!("no build in {} (run `filerouter build`)", dir.display());
+        return Ok(());
+    };
+    let raw: u64 = manifest.sections.iter().map(|s| s.raw).sum();
+    println!("build:       {}", dir.display());
+    println!("created:     {}", manifest.created_at);
+    println!("filerouter:  {}", manifest.filerouter_version);
+    println!(
+        "routes:      {} files, {} handlers ({} static, {} dynamic)",
+        manifest.routes.files,
+        manifest.routes.handlers,
+        manifest.routes.static_routes,
+        manifest.routes.dynamic_routes
+    );
+    println!(
+        "size:        {} on disk ({} before compression, zstd level {})",
+        megabytes(cache::size(&dir)),
+        megabytes(raw),
+        manifest.compression_level
+    );
+    println!(
+        "encrypted:   {}",
+        if manifest.encrypted {
+            "yes (AES-256-GCM)"
+        } else {
+            "no"
+        }
+    );
+    if manifest.filerouter_version != env!("CARGO_PKG_VERSION")
+        || manifest.guest_sha256 != crate::sandbox::GUEST_SHA256
+    {
+        println!("stale:       built by another filerouter build; run `filerouter build` again");
+    }
+    Ok(())
+}

@@ -1,0 +1,137 @@
+//! Baking the project into the guest for `filerouter build`: one instance imports every route
+//! module, and component-init-transform snapshots its memory into a new component.
+//!
+//! Production instances are made from that component, so they start with the route modules
+//! already imported, and still fresh: each request gets its own copy of the snapshot.
+//! This runs once per build, never while serving.
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use component_init_transform::Invoker;
+use wasmtime::{
+    Config, Engine, Store, StoreLimitsBuilder,
+    component::{Component, Instance, Linker, ResourceTable},
+};
+use wasmtime_wasi::WasiCtxBuilder;
+
+use super::{CallState, ProjectError, bindings::Router, guest};
+
+/// Why a bake produced no snapshot.
+#[derive(Debug, thiserror::Error)]
+pub enum BakeError {
+    /// A route file (or a helper it imports) raised while being imported.
+    #[error("{}: {}", .0.kind, .0.message)]
+    Project(Box<ProjectError>),
+    #[error("snapshot the guest: {0}")]
+    Snapshot(String),
+}
+
+/// Import `routes` (from `files`: every `.py` under `routes/`, as path and source) in a guest
+/// instance and return the snapshotted component.
+pub async fn bake(
+    files: Vec<(String, String)>,
+    routes: Vec<String>,
+    memory_bytes: usize,
+) -> Result<Vec<u8>, BakeError> {
+    let wasm = guest::wasm().map_err(BakeError::Snapshot)?;
+    let failed: Arc<Mutex<Option<ProjectError>>> = Arc::default();
+    let report = failed.clone();
+    let snapshot = component_init_transform::initialize(&wasm, move |instrumented| {
+        Box::pin(async move {
+            let invoker = run_bake(instrumented, files, routes, memory_bytes, report).await?;
+            Ok(Box::new(invoker) as Box<dyn Invoker>)
+        })
+    })
+    .await;
+    match snapshot {
+        Ok(component) => Ok(component),
+        Err(e) => match failed.lock().ok().and_then(|mut f| f.take()) {
+            Some(project) => Err(BakeError::Project(Box::new(project))),
+            None => Err(BakeError::Snapshot(format!("{e:#}"))),
+        },
+    }
+}
+
+/// Instantiate the instrumented guest (no files, no network: sources arrive as arguments)
+/// and run its `bake` export.
+async fn run_bake(
+    instrumented: Vec<u8>,
+    files: Vec<(String, String)>,
+    routes: Vec<String>,
+    memory_bytes: usize,
+    report: Arc<Mutex<Option<ProjectError>>>,
+) -> anyhow::Result<Snapshotter> {
+    let wt = |e: wasmtime::Error| anyhow::anyhow!("{e:#}");
+    let engine = Engine::new(Config::new().wasm_component_model(true)).map_err(wt)?;
+    let component = Component::new(&engine, &instrumented).map_err(wt)?;
+    let mut linker = Linker::<CallState>::new(&engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wt)?;
+    let state = CallState {
+        wasi: WasiCtxBuilder::new().build(),
+        table: ResourceTable::new(),
+        limits: StoreLimitsBuilder::new().memory_size(memory_bytes).build(),
+    };
+    let mut store = Store::new(&engine, state);
+    store.limiter(|state| &mut state.limits);
+    let instance = linker
+        .instantiate_async(&mut store, &component)
+        .await
+        .map_err(wt)?;
+    let router = Router::new(&mut store, &instance).map_err(wt)?;
+    let outcome = router
+        .filerouter_sandbox_guest()
+        .call_bake(&mut store, &files, &routes)
+        .await
+        .map_err(wt)?;
+    if let Err(error) = outcome {
+        let message = format!("{}: {}", error.kind, error.message);
+        if let Ok(mut slot) = report.lock() {
+            *slot = Some(error);
+        }
+        anyhow::bail!(message);
+    }
+    Ok(Snapshotter { store, instance })
+}
+
+/// Reads the baked instance's state for component-init-transform.
+struct Snapshotter {
+    store: Store<CallState>,
+    instance: Instance,
+}
+
+impl Snapshotter {
+    async fn call<R>(&mut self, function: &str) -> anyhow::Result<R>
+    where
+        R: wasmtime::component::Lift + Send + Sync + 'static,
+    {
+        let func = self
+            .instance
+            .get_typed_func::<(), (R,)>(&mut self.store, function)
+            .map_err(|e| anyhow::anyhow!("{function}: {e:#}"))?;
+        let (value,) = func
+            .call_async(&mut self.store, ())
+            .await
+            .map_err(|e| anyhow::anyhow!("{function}: {e:#}"))?;
+        Ok(value)
+    }
+}
+
+#[async_trait]
+impl Invoker for Snapshotter {
+    async fn call_s32(&mut self, function: &str) -> anyhow::Result<i32> {
+        self.call(function).await
+    }
+    async fn call_s64(&mut self, function: &str) -> anyhow::Result<i64> {
+        self.call(function).await
+    }
+    async fn call_f32(&mut self, function: &str) -> anyhow::Result<f32> {
+        self.call(function).await
+    }
+    async fn call_f64(&mut self, function: &str) -> anyhow::Result<f64> {
+        self.call(function).await
+    }
+    async fn call_list_u8(&mut self, function: &str) -> anyhow::Result<Vec<u8>> {
+        self.call(function).await
+    }
+}
