@@ -281,3 +281,66 @@ pub fn remove(dir: &Path) -> Result<u64, CacheError> {
     let _ = fs::remove_dir(dir);
     Ok(freed)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn contents() -> Contents {
+        Contents {
+            metadata: Metadata {
+                settings: Settings::default(),
+                routes: Vec::new(),
+            },
+            component: b"component bytes".repeat(100),
+            native: b"native bytes".repeat(100),
+        }
+    }
+
+    fn manifest(version: &str) -> Manifest {
+        Manifest {
+            format: seal::FORMAT,
+            filerouter_version: version.to_string(),
+            guest_sha256: crate::sandbox::GUEST_SHA256.to_string(),
+            created_at: "2026-01-01T00:00:00Z".into(),
+            compression_level: 0,
+            encrypted: false,
+            inputs: String::new(),
+            routes: RouteCounts::default(),
+            sections: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn round_trip_records_sizes() {
+        let dir = tempfile::tempdir().unwrap();
+        let written = write(
+            dir.path(),
+            &contents(),
+            manifest(env!("CARGO_PKG_VERSION")),
+            3,
+            None,
+        )
+        .unwrap();
+        assert_eq!(written.compression_level, 3);
+        assert!(written.sections.iter().all(|s| s.compressed < s.raw));
+        let opened = open(dir.path(), None).unwrap();
+        assert_eq!(opened.native, contents().native);
+        assert_eq!(opened.component().unwrap(), contents().component);
+        assert_eq!(super::manifest(dir.path()), Some(written));
+        assert!(remove(dir.path()).unwrap() > 0);
+        assert!(matches!(
+            open(dir.path(), None),
+            Err(CacheError::Missing(_))
+        ));
+    }
+
+    #[test]
+    fn a_cache_of_another_filerouter_version_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), &contents(), manifest("0.0.1"), 1, None).unwrap();
+        let error = open(dir.path(), None).err().unwrap();
+        assert!(matches!(error, CacheError::OtherVersion { .. }), "{error}");
+        assert!(error.to_string().contains("filerouter 0.0.1"), "{error}");
+    }
+}

@@ -152,6 +152,9 @@ fn config(max_instances: u32) -> Result<Config, EngineError> {
         .max_component_instance_size(4 << 20)
         .max_core_instance_size(4 << 20)
         .total_stacks(n)
+        // Reused slots keep their first 32 MiB resident (reset in place rather than unmapped):
+        // measured 20 to 25 % faster per request than 0 here. `pagemap_scan` measured slower on
+        // this machine's kernel, so it stays off.
         .linear_memory_keep_resident(32 << 20)
         .table_keep_resident(1 << 20);
     let mut config = Config::new();
@@ -241,4 +244,16 @@ fn start_epoch_ticker(engine: &Engine) {
         })
         .map(|_| ())
         .unwrap_or_else(|e| tracing::error!("could not start the epoch thread: {e}"));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn native_code_that_does_not_fit_is_recompiled_from_the_component() {
+        let (_, recompiled) =
+            SandboxEngine::load_baked(1, b"not native code for this machine", guest::wasm).unwrap();
+        assert!(recompiled);
+    }
 }
