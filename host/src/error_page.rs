@@ -285,6 +285,25 @@ fn esc(text: &str) -> String {
     html_escape::encode_text(text).into_owned()
 }
 
+/// Turn `name` spans of already-escaped text into `<code>` elements.
+fn with_code_spans(escaped: &str) -> String {
+    let mut out = String::with_capacity(escaped.len() + 16);
+    for (i, part) in escaped.split('`').enumerate() {
+        if i % 2 == 1 {
+            out.push_str("<code>");
+            out.push_str(part);
+            out.push_str("</code>");
+        } else {
+            out.push_str(part);
+        }
+    }
+    // An unbalanced backtick leaves an open <code>: close it.
+    if escaped.matches('`').count() % 2 == 1 {
+        out.push_str("</code>");
+    }
+    out
+}
+
 static SYNTAXES: LazyLock<SyntaxSet> = LazyLock::new(SyntaxSet::load_defaults_newlines);
 static THEME: LazyLock<Option<Theme>> =
     LazyLock::new(|| ThemeSet::load_defaults().themes.remove("base16-ocean.dark"));
@@ -324,7 +343,6 @@ fn snippet(root: &Path, file: &str, line: u32) -> String {
             "<span class=\"{class}\"><span class=ln>{number:>4}</span>{}</span>",
             html.trim_end_matches('\n')
         ));
-        out.push('\n');
     }
     out.push_str("</code></pre>");
     out
@@ -349,7 +367,7 @@ fn html_page(
     if !failure.suggestions.is_empty() {
         page.push_str("<section class=hints><h2>How to fix it</h2><ul>");
         for suggestion in &failure.suggestions {
-            page.push_str(&format!("<li>{}</li>", esc(suggestion)));
+            page.push_str(&format!("<li>{}</li>", with_code_spans(&esc(suggestion))));
         }
         page.push_str("</ul></section>");
     }
@@ -414,6 +432,6 @@ h2{font-size:1rem;margin:1.4rem 0 .4rem;color:#555}.where{font-family:ui-monospa
 .hints{background:#fff8e1;border:1px solid #f0d98a;border-radius:6px;padding:.2rem 1rem}.hints h2{color:#7a5b00}\
 .code{background:#2b303b;color:#c0c5ce;border-radius:6px;padding:.6rem 0;overflow:auto;font:13px/1.5 ui-monospace,monospace}\
 .code .line{display:block;padding:0 1rem;white-space:pre}.code .hit{background:#5b2630}.code .ln{color:#65737e;margin-right:1rem;user-select:none}\
-.frames code,.req code{font-family:ui-monospace,monospace}.req{border-collapse:collapse}.req th{text-align:left;padding:.2rem 1rem .2rem 0;color:#555;font-weight:500}\
+.frames code,.req code,.hints code{font-family:ui-monospace,monospace}.req{border-collapse:collapse}.req th{text-align:left;padding:.2rem 1rem .2rem 0;color:#555;font-weight:500}\
 footer{margin-top:2rem;color:#777;font-size:.85rem}\
 @media(prefers-color-scheme:dark){body{background:#151515;color:#e4e4e4}.where{color:#ccc}h2,.req th{color:#aaa}.hints{background:#2d2613;border-color:#5c4b15}.hints h2{color:#e6c45c}}";
