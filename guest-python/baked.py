@@ -15,6 +15,8 @@ import sys
 
 # Route file (relative to routes/) -> the module imported at build time.
 MODULES = {}
+# Root file (`middleware.py`, `docs.py`, `not-found.py`) -> its module, imported at build time.
+ROOT_MODULES = {}
 # Source of every .py file under routes/, keyed by its path relative to routes/.
 SOURCES = {}
 

@@ -2,40 +2,35 @@
 
 componentize-py imports this module at build time and snapshots the interpreter afterwards, so
 everything imported here (the `filerouter` module, the standard library set in `preload`, and the
-event loop built below) is already in memory when an instance starts. Each exported call then
+event loop built in `pipeline`) is already in memory when an instance starts. Each exported call then
 runs in a fresh instance made from that snapshot.
 """
 
 import inspect
+import json
 import os
 import random
 
+import docstrings
+import pipeline
 import preload  # noqa: F401  (puts the standard library set into the snapshot)
 import project
 import settings
 from componentize_py_types import Err
 from filerouter import params
-from filerouter.eventloop import SandboxEventLoop
-from filerouter.exceptions import (
-    HTTPException,
-    NoHandlerError,
-    RequestValidationError,
-    ResponseSerializationError,
-)
+from filerouter.exceptions import NoHandlerError
 from filerouter.requests import Request
-from filerouter.responses import JSONResponse, Response
+from filerouter.responses import jsonable
 from wit_world import exports
 from wit_world.imports.types import (
     HandlerInfo,
     HandlerParam,
     HttpResponse,
     ParamValue_Segments,
+    Target_Route,
 )
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
-
-# Built before the snapshot: saves creating a loop in every request.
-_LOOP = SandboxEventLoop()
 
 
 def _start_instance():
@@ -73,12 +68,29 @@ def _require_handlers(module, file):
     )
 
 
+def _default_json(default):
+    if default is inspect.Parameter.empty or isinstance(default, params.Depends):
+        return None
+    try:
+        return json.dumps(default, default=jsonable, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+
+
 def _describe(method, fn):
-    hints = params.type_hints(fn)
+    summary, description, texts = docstrings.parse(inspect.getdoc(fn))
     described = []
-    for param in inspect.signature(fn).parameters.values():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or params.wants_request(param, hints):
-            continue
+    hints = params.type_hints(fn)
+    own = [
+        (p, hints)
+        for p in inspect.signature(fn).parameters.values()
+        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        and not params.wants_request(p, hints)
+        and params.dependency_of(p, hints) is None
+    ]
+    names = {p.name for p, _ in own}
+    from_dependencies = [(p, h) for p, h in params.query_params_of(fn, names) if p.name not in names]
+    for param, hints in own + from_dependencies:
         hint = hints.get(param.name, inspect.Parameter.empty)
         enum_cls = params.enum_class(hint)
         described.append(
@@ -87,55 +99,27 @@ def _describe(method, fn):
                 kind=params.kind_of(hint),
                 choices=[str(m.value) for m in enum_cls] if enum_cls else [],
                 has_default=param.default is not inspect.Parameter.empty,
+                default_json=_default_json(param.default),
+                description=texts.get(param.name),
             )
         )
     return HandlerInfo(
         method=method,
         is_async=inspect.iscoroutinefunction(fn),
         doc=inspect.getdoc(fn),
+        summary=summary,
+        description=description,
         params=described,
     )
-
-
-def _to_response(result):
-    """What a handler returned, as a `Response` (DECISIONS.md: return values)."""
-    if isinstance(result, Response):
-        return result
-    if result is None:
-        return Response(b"", status_code=204)
-    if isinstance(result, tuple) and len(result) in (2, 3):
-        body, status = result[0], result[1]
-        headers = result[2] if len(result) == 3 else None
-        if isinstance(body, Response):
-            body.status_code = status
-            if headers:
-                body.headers.update(headers)
-            return body
-        if body is None:
-            return Response(b"", status_code=status, headers=headers)
-        return JSONResponse(body, status_code=status, headers=headers)
-    return JSONResponse(result)
 
 
 def _to_wit(response):
     status = response.status_code
     if not isinstance(status, int) or not 100 <= status <= 599:
         raise ValueError(f"invalid HTTP status code {status!r}: use an integer from 100 to 599")
-    return HttpResponse(status=status, headers=response.headers.items(), body=bytes(response.body))
-
-
-async def _call_async(fn, kwargs):
-    return await fn(**kwargs)
-
-
-def _call(fn, request, path_values):
-    kwargs = params.bind(fn, request, path_values)
-    if inspect.iscoroutinefunction(fn):
-        return _LOOP.run_until_complete(_call_async(fn, kwargs))
-    result = fn(**kwargs)
-    if inspect.isawaitable(result):
-        result = _LOOP.run_until_complete(result)
-    return result
+    host_body = bool(getattr(response, "host_body", False))
+    body = b"" if host_body else bytes(response.body)
+    return HttpResponse(status=status, headers=response.headers.items(), body=body, host_body=host_body)
 
 
 class Guest(exports.Guest):
@@ -148,18 +132,20 @@ class Guest(exports.Guest):
         except BaseException as exc:
             raise Err(project.error_report(exc)) from None
 
-    def bake(self, files, routes):
+    def bake(self, files, routes, root_files):
         try:
-            project.bake(files, routes)
+            project.bake(files, routes, root_files)
         except BaseException as exc:
             raise Err(project.error_report(exc)) from None
 
-    def handle(self, request, target):
+    def handle(self, request, target, root_files):
         _start_instance()
-        path_values = {
-            p.name: (list(p.value.value) if isinstance(p.value, ParamValue_Segments) else p.value.value)
-            for p in target.params
-        }
+        path_values = {}
+        if isinstance(target, Target_Route):
+            path_values = {
+                p.name: (list(p.value.value) if isinstance(p.value, ParamValue_Segments) else p.value.value)
+                for p in target.value.params
+            }
         req = Request(
             request.method,
             request.path,
@@ -170,34 +156,7 @@ class Guest(exports.Guest):
             path_params=path_values,
         )
         try:
-            module = project.load_route(target.file)
-            fn = getattr(module, target.handler, None)
-            if not callable(fn):
-                response = JSONResponse({"detail": "Method Not Allowed"}, status_code=405)
-            else:
-                result = _call(fn, req, path_values)
-                try:
-                    response = _to_response(result)
-                except (TypeError, ValueError) as exc:
-                    code = fn.__code__
-                    raise ResponseSerializationError(
-                        f"{fn.__name__}() returned a value that cannot be sent as JSON: {exc}",
-                        filename=code.co_filename,
-                        lineno=code.co_firstlineno,
-                        suggestions=[
-                            "Return a dict, list, str, int, float, bool or None, a (body, status) "
-                            "tuple, or a Response object",
-                            "Convert custom objects first, e.g. with dataclasses.asdict(obj) or vars(obj)",
-                        ],
-                    ) from exc
-        except HTTPException as exc:
-            response = JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
-        except RequestValidationError as exc:
-            response = JSONResponse({"detail": exc.errors}, status_code=422)
-        except BaseException as exc:
-            raise Err(project.error_report(exc)) from None
-        try:
-            return _to_wit(response)
+            return _to_wit(pipeline.run(req, target, dict(root_files)))
         except BaseException as exc:
             raise Err(project.error_report(exc)) from None
 

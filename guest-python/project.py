@@ -54,12 +54,31 @@ def load_route(file):
     return _exec_route(path, source)
 
 
-def bake(files, routes):
-    """Import every route in `routes` from the sources in `files`, for the build snapshot."""
+ROOT_FILES = ("middleware.py", "docs.py", "not-found.py")
+
+
+def load_root(name, sources):
+    """The module of the project's root file `name` (`middleware.py`, ...), or None if the
+    project has none. In production it was baked; in development its source is in `sources`
+    (the host reads it, since the sandbox sees no root files)."""
+    if name in baked.ROOT_MODULES:
+        return baked.ROOT_MODULES[name]
+    source = sources.get(name)
+    if source is None:
+        return None
+    _enable_route_imports()
+    return _exec_route("/project/" + name, source.encode())
+
+
+def bake(files, routes, root_files):
+    """Import every route in `routes` and every root file from the sources given, for the build
+    snapshot."""
     baked.install(files)
     for file in routes:
         path = os.path.join(ROUTES_DIR, file)
         baked.MODULES[file] = _exec_route(path, baked.SOURCES[file].encode())
+    for name, source in root_files:
+        baked.ROOT_MODULES[name] = _exec_route("/project/" + name, source.encode())
 
 
 def _exec_route(path, source):

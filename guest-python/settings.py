@@ -91,6 +91,17 @@ def evaluate(source):
             raise ConfigError(f"unknown setting '{name}' (known settings: {known})", lineno)
         _check(name, value, SCHEMA[name], lineno)
         result[name] = value
+    levels = {"trace", "debug", "info", "warning", "warn", "error", "critical"}
+    for key, level in result.get("logging", {}).items():
+        if level.lower() not in levels:
+            raise ConfigError(
+                f"'logging['{key}']' must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL, not {level!r}",
+                lines.get("logging", 1),
+            )
+    server = result.get("server", {})
+    port = server.get("port")
+    if port is not None and not 0 <= port <= 65535:
+        raise ConfigError("'server['port']' must be from 0 to 65535", lines.get("server", 1))
     build = result.get("build", {})
     level = build.get("compression_level")
     if level is not None and not 1 <= level <= 9:

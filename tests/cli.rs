@@ -254,3 +254,53 @@ fn config_edits_apply_without_restart() {
     assert!(eventually(Duration::from_secs(5), || post(200) == 200));
     assert_eq!(post(2000), 413);
 }
+
+#[test]
+fn project_commands_run_with_host_and_port_and_are_listed_in_help() {
+    let project = Project::new(&[
+        (
+            "config.py",
+            r#"
+            server = {"host": "0.0.0.0", "port": 9123}
+            commands = {
+                "where": "echo serving on {host}:{port}",
+                "args": "printf '[%s]' ",
+                "fail": "exit 7",
+            }
+            "#,
+        ),
+        ("routes/index.py", "def GET(request):\n    return {}\n"),
+    ]);
+    let (code, stdout, stderr) = run(&["where"], project.path());
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "serving on 0.0.0.0:9123");
+    // Extra arguments are appended, quoted: no shell injection through them.
+    let (code, stdout, _) = run(&["args", "a b", "$(echo hacked)", "c;d"], project.path());
+    assert_eq!(code, 0);
+    assert_eq!(stdout, "[a b][$(echo hacked)][c;d]");
+    let (code, _, _) = run(&["fail"], project.path());
+    assert_eq!(code, 7);
+    let (code, _, stderr) = run(&["nope"], project.path());
+    assert_ne!(code, 0);
+    assert!(stderr.contains("unknown command `nope`"), "{stderr}");
+    assert!(
+        stderr.contains("where") && stderr.contains("args"),
+        "{stderr}"
+    );
+    let (code, stdout, _) = run(&["--help"], project.path());
+    assert_eq!(code, 0);
+    assert!(stdout.contains("Project commands"), "{stdout}");
+    assert!(stdout.contains("echo serving on {host}:{port}"), "{stdout}");
+    assert!(
+        stdout.contains("dev") && stdout.contains("build"),
+        "{stdout}"
+    );
+    // Outside a project, help lists the built-in commands only.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let (code, stdout, _) = run(&["--help"], elsewhere.path());
+    assert_eq!(code, 0);
+    assert!(!stdout.contains("Project commands"), "{stdout}");
+    let (code, _, stderr) = run(&["where"], elsewhere.path());
+    assert_ne!(code, 0);
+    assert!(stderr.contains("not a filerouter project"), "{stderr}");
+}

@@ -55,7 +55,8 @@ fn assert_only_project_frames(error: &Value) {
     for frame in frames {
         let file = frame["file"].as_str().unwrap();
         assert!(
-            file.starts_with("routes/") || file == "config.py" || file == "middleware.py",
+            file.starts_with("routes/")
+                || ["config.py", "middleware.py", "docs.py", "not-found.py"].contains(&file),
             "a non-project frame leaked: {frame}"
         );
     }
@@ -391,4 +392,108 @@ fn the_page_reloads_after_a_fix_and_the_terminal_shows_the_error_once() {
             > before
     }));
     assert_eq!(server.get("/fix").status(), 200);
+}
+
+#[test]
+fn failures_in_middleware_pages_and_dependencies_point_at_their_line() {
+    let project = Project::new(&[
+        (
+            "middleware.py",
+            r#"
+            async def middleware(request, call_next):
+                if request.path == "/mw":
+                    raise KeyError("from middleware")
+                response = await call_next(request)
+                if request.path == "/after":
+                    response.headers["X-Len"] = len(response)
+                return response
+            "#,
+        ),
+        (
+            "routes/dep/route.py",
+            r#"
+            from filerouter import Depends
+
+            def db():
+                raise RuntimeError("database unreachable")
+
+            def GET(request, conn=Depends(db)):
+                return {}
+            "#,
+        ),
+        (
+            "routes/after/route.py",
+            "def GET(request):\n    return {}\n",
+        ),
+        ("routes/mw/route.py", "def GET(request):\n    return {}\n"),
+        (
+            "docs.py",
+            r#"
+            def handler(request, context):
+                routes = context.get_routes()
+                return routes[99]
+            "#,
+        ),
+        (
+            "not-found.py",
+            r#"
+            async def handler(request, context):
+                return {"stats": context.get_statistic()}
+            "#,
+        ),
+    ]);
+    let server = Server::dev(&project);
+    let cases = [
+        ("/mw", "KeyError", "middleware.py", 3, "raise KeyError"),
+        ("/after", "TypeError", "middleware.py", 6, "len(response)"),
+        (
+            "/dep",
+            "RuntimeError",
+            "routes/dep/route.py",
+            4,
+            "database unreachable",
+        ),
+        ("/docs", "IndexError", "docs.py", 3, "routes[99]"),
+        (
+            "/nowhere",
+            "AttributeError",
+            "not-found.py",
+            2,
+            "get_statistic()",
+        ),
+    ];
+    for (path, kind, file, line, code) in cases {
+        let error = dev_error(&server, path, 500);
+        assert_eq!(error["type"], kind, "{path}: {error}");
+        assert_eq!(error["file"], file, "{path}: {error}");
+        assert_eq!(error["line"], line, "{path}: {error}");
+        assert_only_project_frames(&error);
+        let (status, page) = dev_page(&server, path);
+        assert_eq!(status, 500);
+        assert!(page.contains(file), "{path}");
+        assert!(
+            strip_tags(&page).contains(code),
+            "{path}: the code line {code:?} is not on the page"
+        );
+        assert_no_framework_text(&page);
+    }
+    // The Depends frame chain reaches the handler's file; the suggestion for the typo names
+    // the right method.
+    let error = dev_error(&server, "/nowhere", 500);
+    assert!(suggestions(&error).contains("get_statistics"), "{error}");
+}
+
+/// The text of an HTML fragment without its tags (highlighted code is split into spans).
+fn strip_tags(html: &str) -> String {
+    let mut out = String::new();
+    let mut in_tag = false;
+    for c in html.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => in_tag = false,
+            _ if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    html_escape::decode_html_entities(&out).into_owned()
 }

@@ -384,12 +384,32 @@ fn production_errors_reveal_nothing() {
             "routes/hog/route.py",
             "def GET(request):\n    data = []\n    while True:\n        data.append(bytearray(1 << 20))\n",
         ),
+        (
+            "routes/dep/route.py",
+            "from filerouter import Depends\n\ndef db():\n    raise RuntimeError('dep_secret')\n\ndef GET(request, conn=Depends(db)):\n    return {}\n",
+        ),
+        (
+            "middleware.py",
+            "async def middleware(request, call_next):\n    if request.path == '/mw':\n        raise KeyError('mw_secret')\n    return await call_next(request)\n",
+        ),
+        (
+            "docs.py",
+            "def handler(request, context):\n    raise ValueError('docs_secret')\n",
+        ),
+        (
+            "not-found.py",
+            "def handler(request, context):\n    return 1 / 0\n",
+        ),
         ("config.py", "sandbox = {'timeout_s': 1, 'memory_mb': 64}\n"),
     ]);
     let (code, _, stderr) = build(&project, &["--compression", "1"], &[]);
     assert_eq!(code, 0, "{stderr}");
     let server = Server::run(&project, &[]);
     let cases = [
+        ("/dep", 500),
+        ("/mw", 500),
+        ("/docs", 500),
+        ("/nowhere", 500),
         ("/raise", 500),
         ("/name/3", 500),
         ("/shape/3", 500),
@@ -427,7 +447,15 @@ fn production_errors_reveal_nothing() {
     }
     // Everything is in the log for the operator.
     let log = server.log();
-    for needle in ["secret_value", "routes/name/[user_id]/route.py", "Secret"] {
+    for needle in [
+        "secret_value",
+        "routes/name/[user_id]/route.py",
+        "Secret",
+        "dep_secret",
+        "mw_secret",
+        "docs_secret",
+        "not-found.py",
+    ] {
         assert!(log.contains(needle), "{needle} not logged:\n{log}");
     }
 }

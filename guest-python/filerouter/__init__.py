@@ -11,7 +11,9 @@ Route files use it like FastAPI::
         return {"id": id}
 """
 
+from . import kv
 from .exceptions import HTTPException
+from .params import Depends
 from .requests import Headers, QueryParams, Request, State
 from .responses import (
     HTMLResponse,
@@ -22,6 +24,7 @@ from .responses import (
 )
 
 __all__ = [
+    "Depends",
     "HTTPException",
     "Headers",
     "HTMLResponse",
@@ -32,4 +35,5 @@ __all__ = [
     "Request",
     "Response",
     "State",
+    "kv",
 ]

@@ -4,6 +4,7 @@ Conversion failures are collected as FastAPI (pydantic 2) reports them, so a cli
 422 body from filerouter as from FastAPI.
 """
 
+import contextlib
 import enum
 import inspect
 import typing
@@ -166,6 +167,24 @@ def _suggested_signature(fn, signature, hints, path_values):
     return f"{prefix} {fn.__name__}({', '.join(parts)}):"
 
 
+def _names_taken(fn, seen):
+    """The parameter names of `fn` and of its dependencies, recursively."""
+    if fn in seen:
+        return set()
+    seen.add(fn)
+    hints = type_hints(fn)
+    names = set()
+    for param in inspect.signature(fn).parameters.values():
+        names.add(param.name)
+        try:
+            dependency = dependency_of(param, hints)
+        except HandlerSignatureError:
+            dependency = None
+        if dependency is not None:
+            names |= _names_taken(dependency, seen)
+    return names
+
+
 def check_signature(fn, path_values):
     """Raise `HandlerSignatureError` if `fn` cannot take its route's path parameters."""
     signature = inspect.signature(fn)
@@ -174,7 +193,8 @@ def check_signature(fn, path_values):
     code = getattr(fn, "__code__", None)
     where = {"filename": code.co_filename if code else None, "lineno": code.co_firstlineno if code else None}
     takes_any = any(p.kind == p.VAR_KEYWORD for p in params.values())
-    missing = [name for name in path_values if name not in params and not takes_any]
+    taken = _names_taken(fn, set())
+    missing = [name for name in path_values if name not in taken and not takes_any]
     if missing:
         names = ", ".join(f"`{n}`" for n in missing)
         raise HandlerSignatureError(
@@ -206,41 +226,114 @@ def check_signature(fn, path_values):
             )
 
 
-def bind(fn, request, path_values):
-    """Keyword arguments for calling `fn`: the request, path parameters and query parameters.
+class Depends:
+    """Declare a dependency, as in FastAPI: `def GET(request, user=Depends(current_user))`.
 
-    Raises `RequestValidationError` with every conversion failure, as FastAPI reports them.
+    `dependency` is called once per request with parameters bound like a handler's (the
+    request, path and query parameters, further `Depends`); its return value is passed in. A
+    dependency that `yield`s is set up before the handler and torn down after it, in reverse
+    order. With `use_cache` (the default) a dependency used twice in one request runs once.
     """
-    check_signature(fn, path_values)
-    signature = inspect.signature(fn)
+
+    def __init__(self, dependency=None, *, use_cache=True):
+        self.dependency = dependency
+        self.use_cache = use_cache
+
+    def __repr__(self):
+        name = getattr(self.dependency, "__name__", repr(self.dependency))
+        return f"Depends({name})"
+
+
+def dependency_of(param, hints):
+    """The callable a parameter depends on, or None if it is not a `Depends` parameter."""
+    marker = param.default
+    if not isinstance(marker, Depends):
+        return None
+    if marker.dependency is not None:
+        return marker.dependency
+    hint = hints.get(param.name)
+    if callable(hint):
+        return hint
+    raise HandlerSignatureError(f"Depends() on `{param.name}` names no dependency and has no type hint")
+
+
+def query_params_of(fn, path_names, seen=None):
+    """(parameter, hints) of every query parameter `fn` takes, including its dependencies'."""
+    seen = set() if seen is None else seen
+    if fn in seen:
+        return []
+    seen.add(fn)
     hints = type_hints(fn)
-    kwargs = {}
-    errors = []
-    for param in signature.parameters.values():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+    found = []
+    for param in inspect.signature(fn).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or wants_request(param, hints):
             continue
-        if wants_request(param, hints):
-            kwargs[param.name] = request
-            continue
+        dependency = dependency_of(param, hints)
+        if dependency is not None:
+            found += query_params_of(dependency, path_names, seen)
+        elif param.name not in path_names:
+            found.append((param, hints))
+    return found
+
+
+class Resolver:
+    """Binds one request's handler and dependencies: the per-request dependency cache and the
+    exit stack that tears `yield` dependencies down."""
+
+    def __init__(self, request, path_values, stack):
+        self.request = request
+        self.path_values = path_values
+        self.stack = stack
+        self.cache = {}
+
+    async def kwargs(self, fn, check=False):
+        """Keyword arguments for calling `fn`: the request, path and query parameters, and the
+        values of its dependencies.
+
+        Raises `RequestValidationError` with every conversion failure, as FastAPI reports them.
+        """
+        if check:
+            check_signature(fn, self.path_values)
+        signature = inspect.signature(fn)
+        hints = type_hints(fn)
+        kwargs = {}
+        errors = []
+        for param in signature.parameters.values():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                continue
+            if wants_request(param, hints):
+                kwargs[param.name] = self.request
+                continue
+            dependency = dependency_of(param, hints)
+            if dependency is not None:
+                try:
+                    kwargs[param.name] = await self.solve(dependency, param.default.use_cache)
+                except RequestValidationError as invalid:
+                    errors += invalid.errors
+                continue
+            self._bind_value(param, hints, kwargs, errors)
+        if errors:
+            raise RequestValidationError(errors)
+        return kwargs
+
+    def _bind_value(self, param, hints, kwargs, errors):
         hint = hints.get(param.name, inspect.Parameter.empty)
-        if param.name in path_values:
-            location, raw = "path", path_values[param.name]
+        if param.name in self.path_values:
+            location, raw = "path", self.path_values[param.name]
         else:
             location = "query"
             if kind_of(hint) == "list":
-                raw = request.query_params.getlist(param.name)
-                if not raw:
-                    raw = None
+                raw = self.request.query_params.getlist(param.name) or None
             else:
-                raw = request.query_params.get(param.name)
+                raw = self.request.query_params.get(param.name)
             if raw is None:
                 if param.default is not inspect.Parameter.empty:
                     kwargs[param.name] = param.default
-                    continue
+                    return
                 errors.append(
                     {"type": "missing", "loc": [location, param.name], "msg": "Field required", "input": None}
                 )
-                continue
+                return
         try:
             kwargs[param.name] = convert(hint, raw)
         except _Invalid as invalid:
@@ -248,6 +341,20 @@ def bind(fn, request, path_values):
             if invalid.ctx:
                 error["ctx"] = invalid.ctx
             errors.append(error)
-    if errors:
-        raise RequestValidationError(errors)
-    return kwargs
+
+    async def solve(self, dependency, use_cache=True):
+        """The value of `dependency` for this request."""
+        if use_cache and dependency in self.cache:
+            return self.cache[dependency]
+        kwargs = await self.kwargs(dependency)
+        if inspect.isasyncgenfunction(dependency):
+            value = await self.stack.enter_async_context(contextlib.asynccontextmanager(dependency)(**kwargs))
+        elif inspect.isgeneratorfunction(dependency):
+            value = self.stack.enter_context(contextlib.contextmanager(dependency)(**kwargs))
+        else:
+            value = dependency(**kwargs)
+            if inspect.isawaitable(value):
+                value = await value
+        if use_cache:
+            self.cache[dependency] = value
+        return value

@@ -78,6 +78,8 @@ class Response:
 
     media_type = None
     charset = "utf-8"
+    # True only for the host's own answer passed on by middleware (its body stays on the host).
+    host_body = False
 
     def __init__(self, content=None, status_code=200, headers=None, media_type=None):
         self.status_code = status_code
@@ -156,3 +158,27 @@ class RedirectResponse(Response):
     def __init__(self, url, status_code=307, headers=None):
         super().__init__(content=b"", status_code=status_code, headers=headers)
         self.headers["location"] = quote(str(url), safe=":/%#?=@[]!$&'()*+,;")
+
+
+def to_response(result, status_code=None):
+    """What a handler returned, as a `Response` (DECISIONS.md: return values).
+
+    `status_code` is the status for a plain body (a page handler's 404); a returned response
+    or tuple keeps its own.
+    """
+    if isinstance(result, Response):
+        return result
+    if result is None:
+        return Response(b"", status_code=204 if status_code is None else status_code)
+    if isinstance(result, tuple) and len(result) in (2, 3):
+        body, status = result[0], result[1]
+        headers = result[2] if len(result) == 3 else None
+        if isinstance(body, Response):
+            body.status_code = status
+            if headers:
+                body.headers.update(headers)
+            return body
+        if body is None:
+            return Response(b"", status_code=status, headers=headers)
+        return JSONResponse(body, status_code=status, headers=headers)
+    return JSONResponse(result, status_code=200 if status_code is None else status_code)

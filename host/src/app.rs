@@ -13,7 +13,12 @@ use std::{
 
 use arc_swap::ArcSwap;
 
-use crate::{project::Project, sandbox::Sandbox};
+use crate::{
+    catalog::{Catalog, ProjectInfo},
+    config::Settings,
+    project::Project,
+    sandbox::Sandbox,
+};
 
 /// Development shows detailed error pages; production reveals nothing about the code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,8 +40,39 @@ impl Mode {
 pub struct Loaded {
     pub project: Project,
     pub sandbox: Sandbox,
+    /// The settings in effect (the last good ones while `config.py` is broken).
+    pub settings: Settings,
     /// A broken `config.py` (while `dev` runs): every request shows it until it is fixed.
     pub config_error: Option<crate::error_page::Failure>,
+    /// The project's API, for `/docs`, `/openapi.json`, `docs.py` and `not-found.py`.
+    pub catalog: Catalog,
+    /// `catalog` as the JSON a page handler's `context` reads.
+    pub context: String,
+}
+
+impl Loaded {
+    pub fn new(
+        project: Project,
+        sandbox: Sandbox,
+        settings: Settings,
+        config_error: Option<crate::error_page::Failure>,
+    ) -> Loaded {
+        let catalog = Catalog::of(&project, ProjectInfo::from_settings(&settings));
+        let context = serde_json::to_string(&catalog).unwrap_or_else(|_| "{}".into());
+        Loaded {
+            project,
+            sandbox,
+            settings,
+            config_error,
+            catalog,
+            context,
+        }
+    }
+
+    /// Whether `/docs` and `/openapi.json` are served (`docs_enabled`, default on).
+    pub fn docs_enabled(&self) -> bool {
+        self.settings.docs_enabled != Some(false)
+    }
 }
 
 /// The application shared by every connection.

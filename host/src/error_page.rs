@@ -15,8 +15,6 @@ use std::{
     },
 };
 
-use bytes::Bytes;
-use http_body_util::Full;
 use hyper::{
     HeaderMap, Response, StatusCode,
     header::{self, HeaderValue},
@@ -416,7 +414,7 @@ fn html_page(
          <title>{} - filerouter</title><style>{STYLE}</style></head><body><main>{page}</main></body></html>",
         esc(&failure.kind)
     );
-    let mut response = Response::new(Full::new(Bytes::from(document)));
+    let mut response = Response::new(crate::router::full(document));
     *response.status_mut() = failure.status;
     response.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -1,18 +1,29 @@
 //! Log output through `tracing`: info and access lines in development, warnings and errors
-//! in production (SPEC.md, "Modes"). `RUST_LOG` overrides the level.
+//! in production (SPEC.md, "Modes"); config.py's `logging` sets the levels, and a non-empty
+//! `RUST_LOG` overrides them.
 
 use tracing_subscriber::EnvFilter;
 
 use crate::app::Mode;
 
 /// Install the global subscriber. `level` is a `tracing` filter such as `info` or `warn`.
+/// Python's level names (`WARNING`, `CRITICAL`, any case) are accepted too.
 pub fn init(mode: Mode, level: Option<&str>) {
-    let default = level.unwrap_or(match mode {
+    let level = level.map(|l| match l.to_ascii_lowercase().as_str() {
+        "warning" => "warn".to_string(),
+        "critical" | "fatal" => "error".to_string(),
+        other => other.to_string(),
+    });
+    let default = level.as_deref().unwrap_or(match mode {
         Mode::Development => "info",
         Mode::Production => "warn",
     });
-    let filter = EnvFilter::try_from_default_env()
-        .or_else(|_| EnvFilter::try_new(default))
+    let from_env = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|v| !v.trim().is_empty());
+    let filter = from_env
+        .map(EnvFilter::try_new)
+        .unwrap_or_else(|| EnvFilter::try_new(default))
         .unwrap_or_else(|_| EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)

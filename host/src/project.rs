@@ -64,12 +64,72 @@ impl Route {
     }
 }
 
+/// The project's optional root Python files: `middleware.py`, `docs.py`, `not-found.py`.
+///
+/// The sandbox sees no root files: in development the host reads them and passes their source
+/// with each call; in production they were baked into the guest and only their names are kept.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RootFiles {
+    present: Vec<String>,
+    sources: Vec<(String, String)>,
+}
+
+impl RootFiles {
+    /// The names of the root files a project may have.
+    pub const NAMES: [&'static str; 3] = ["middleware.py", "docs.py", "not-found.py"];
+
+    /// Read the root files of the project at `root`. A file that cannot be read as UTF-8 text
+    /// is passed on as an empty source named as it is, so that the guest reports it.
+    pub fn read(root: &Path) -> RootFiles {
+        let mut files = RootFiles::default();
+        for name in Self::NAMES {
+            let path = root.join(name);
+            if !path.is_file() {
+                continue;
+            }
+            let source = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+                format!(
+                    "raise ImportError({:?})\n",
+                    format!("cannot read {name}: {e}")
+                )
+            });
+            files.present.push(name.to_string());
+            files.sources.push((name.to_string(), source));
+        }
+        files
+    }
+
+    /// Root files that were baked into the guest: names only.
+    pub fn baked(names: &[String]) -> RootFiles {
+        RootFiles {
+            present: names.to_vec(),
+            sources: Vec::new(),
+        }
+    }
+
+    /// Whether the project has the root file `name`.
+    pub fn has(&self, name: &str) -> bool {
+        self.present.iter().any(|n| n == name)
+    }
+
+    /// The names present.
+    pub fn names(&self) -> &[String] {
+        &self.present
+    }
+
+    /// What the guest is sent with each call.
+    pub fn sources(&self) -> &[(String, String)] {
+        &self.sources
+    }
+}
+
 /// A loaded project.
 #[derive(Debug)]
 pub struct Project {
     pub routes: Vec<Route>,
     pub table: RouteTable,
     pub scan_errors: Vec<ScanError>,
+    pub root_files: RootFiles,
 }
 
 impl Project {
@@ -145,13 +205,14 @@ impl Project {
             routes,
             table,
             scan_errors,
+            root_files: RootFiles::read(root),
         }
     }
 }
 
 impl Project {
     /// The project as a build cache recorded it: no files are read and no guest is asked.
-    pub fn from_cache(cached: &[CachedRoute]) -> Project {
+    pub fn from_cache(cached: &[CachedRoute], root_files: &[String]) -> Project {
         let files: Vec<RouteFile> = cached
             .iter()
             .map(|r| RouteFile {
@@ -173,6 +234,7 @@ impl Project {
             routes,
             table,
             scan_errors,
+            root_files: RootFiles::baked(root_files),
         }
     }
 }

@@ -68,11 +68,12 @@ fn is_relevant(root: &Path, path: &Path) -> bool {
 async fn reload(app: &App, config_changed: bool) {
     let current = app.current();
     let mut sandbox = current.sandbox.clone();
+    let mut settings = current.settings.clone();
     let mut config_error = current.config_error.clone();
     if config_changed {
         match Settings::load(&sandbox, &app.root).await {
-            Ok(settings) => {
-                let limits = settings.limits();
+            Ok(loaded) => {
+                let limits = loaded.limits();
                 if &limits != sandbox.limits() {
                     match sandbox.with_limits(limits) {
                         Ok(updated) => sandbox = updated,
@@ -80,6 +81,7 @@ async fn reload(app: &App, config_changed: bool) {
                     }
                 }
                 tracing::info!("config.py reloaded");
+                settings = loaded;
                 config_error = None;
             }
             Err(e) => {
@@ -90,11 +92,7 @@ async fn reload(app: &App, config_changed: bool) {
     }
     let project = Project::load(&app.root, &sandbox, Some(&current.project)).await;
     report(&current.project, &project);
-    app.replace(Loaded {
-        project,
-        sandbox,
-        config_error,
-    });
+    app.replace(Loaded::new(project, sandbox, settings, config_error));
 }
 
 /// Print scan errors and newly broken route files once, when they appear.

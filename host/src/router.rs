@@ -1,46 +1,72 @@
 //! From an HTTP request to a response: the steps between the socket and the guest.
 //!
-//! In order: body size limit (413), scan errors (500), trailing-slash redirect (307), route
-//! lookup (404), method selection with automatic HEAD and OPTIONS (405 with `Allow`), then the
-//! handler runs in a fresh sandbox instance. Sandbox limits become 504 and 500.
+//! In order: scan and config errors (500), trailing-slash redirect (307), route lookup and
+//! method selection with automatic HEAD and OPTIONS (405 with `Allow`); when no route matches,
+//! `/docs` and `/openapi.json`, then a static file from `public/`, then 404 (or `not-found.py`).
+//! That decides a [`Target`]. A route handler or page handler runs in a fresh sandbox instance,
+//! inside `middleware.py` when the project has one. What the host answers itself (redirect,
+//! 405, static file, docs, 404) goes straight out without middleware, or, with middleware, is
+//! handed to the guest's `call_next` through the `upstream` service; its body stays here.
+//! Body size limits give 413; sandbox limits become 504 and 500.
 
-use std::net::SocketAddr;
+use std::{
+    net::SocketAddr,
+    sync::{Arc, Mutex},
+};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full, Limited, combinators::BoxBody};
 use hyper::{
     HeaderMap, Method, Request, Response, StatusCode,
     body::Incoming,
     header::{self, HeaderName, HeaderValue},
+    http::request::Parts,
 };
 
 use crate::{
-    app::{App, Mode},
+    app::{App, Loaded, Mode},
     error_page::{self, Failure, RequestInfo},
+    public,
     routes::table::Captured,
-    sandbox::{HttpRequest, HttpResponse, ParamValue, PathParam, RouteTarget, SandboxError},
+    sandbox::{
+        HttpRequest, HttpResponse, PageTarget, ParamValue, PathParam, RouteTarget, SandboxError,
+        Target, Upstream,
+    },
 };
 
-/// The response body type of the server.
-pub type Body = Full<Bytes>;
+/// The response body type of the server: whole bodies, or a static file streamed from disk.
+pub type Body = BoxBody<Bytes, std::io::Error>;
+
+/// A body of `bytes`.
+pub fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed()
+}
+
+/// An empty body.
+pub fn empty_body() -> Body {
+    full(Bytes::new())
+}
 
 /// Answer one request.
 pub async fn respond(app: &App, request: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
     let loaded = app.current();
-    let project = &loaded.project;
-    let sandbox = &loaded.sandbox;
     let (parts, body) = request.into_parts();
     let accept_html = error_page::accepts_html(&parts.headers);
-    let path = parts.uri.path();
-    let query = parts.uri.query().unwrap_or("");
     let mut info = RequestInfo {
         method: parts.method.to_string(),
-        path: path.to_string(),
+        path: parts.uri.path().to_string(),
         ..RequestInfo::default()
+    };
+    // `debug = False` in config.py turns the detailed pages off in `dev` too.
+    let error_mode = match (app.mode, loaded.settings.debug) {
+        (Mode::Development, Some(false)) => Mode::Production,
+        (mode, _) => mode,
     };
     let fail = |failure: &Failure, info: &RequestInfo| {
         error_page::respond(
-            app.mode,
+            error_mode,
             &app.root,
             failure,
             info,
@@ -50,8 +76,8 @@ pub async fn respond(app: &App, request: Request<Incoming>, peer: SocketAddr) ->
     };
 
     // The development error page polls this to reload itself after a fix.
-    if app.mode == Mode::Development && path == "/_filerouter/reload" {
-        let mut response = Response::new(Full::new(Bytes::from(app.generation().to_string())));
+    if app.mode == Mode::Development && parts.uri.path() == "/_filerouter/reload" {
+        let mut response = Response::new(full(app.generation().to_string()));
         response
             .headers_mut()
             .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -60,59 +86,26 @@ pub async fn respond(app: &App, request: Request<Incoming>, peer: SocketAddr) ->
     if let Some(failure) = &loaded.config_error {
         return fail(failure, &info);
     }
-    if !project.scan_errors.is_empty() {
-        return fail(&error_page::scan_failure(&project.scan_errors), &info);
-    }
-
-    // FastAPI's redirect_slashes: `/users/` -> `/users`, decided before matching.
-    if path.len() > 1 && path.ends_with('/') {
-        let stripped = &path[..path.len() - 1];
-        if project.table.lookup(stripped).is_some() {
-            let location = if query.is_empty() {
-                stripped.to_string()
-            } else {
-                format!("{stripped}?{query}")
-            };
-            return redirect(&location);
-        }
-    }
-
-    let Some(found) = project.table.lookup(path) else {
-        return json(StatusCode::NOT_FOUND, r#"{"detail":"Not Found"}"#);
-    };
-    let route = &project.routes[found.route];
-    info.route_file = Some(format!("routes/{}", route.file));
-    info.params = found
-        .params
-        .iter()
-        .map(|(name, value)| {
-            let text = match value {
-                Captured::One(v) => v.clone(),
-                Captured::Many(v) => v.join("/"),
-            };
-            (name.clone(), text)
-        })
-        .collect();
-    if let Err(error) = &route.handlers {
-        return fail(&Failure::from_project(error), &info);
-    }
-
-    let method = parts.method.as_str();
-    let handler = if route.handler(method).is_some() {
-        method
-    } else if parts.method == Method::HEAD && route.handler("GET").is_some() {
-        "GET"
-    } else if parts.method == Method::OPTIONS {
-        return with_allow(empty(StatusCode::NO_CONTENT), &route.allow());
-    } else {
-        let response = json(
-            StatusCode::METHOD_NOT_ALLOWED,
-            r#"{"detail":"Method Not Allowed"}"#,
+    if !loaded.project.scan_errors.is_empty() {
+        return fail(
+            &error_page::scan_failure(&loaded.project.scan_errors),
+            &info,
         );
-        return with_allow(response, &route.allow());
+    }
+
+    let target = match decide(app, &loaded, &parts, &mut info) {
+        Ok(target) => target,
+        Err(failure) => return fail(&failure, &info),
+    };
+    let has_middleware = loaded.project.root_files.has("middleware.py");
+    let (target, host_answer) = match target {
+        Decided::Host(response) if !has_middleware => return response,
+        Decided::Host(response) => (Target::Host, Some(response)),
+        Decided::Guest(target) => (target, None),
     };
 
-    let max_body = sandbox.limits().max_body_bytes;
+    // The guest runs: it gets the whole body, within the limit.
+    let max_body = loaded.sandbox.limits().max_body_bytes;
     if content_length(&parts.headers).is_some_and(|n| n > max_body as u64) {
         return too_large();
     }
@@ -126,11 +119,10 @@ pub async fn respond(app: &App, request: Request<Incoming>, peer: SocketAddr) ->
             );
         }
     };
-
     let guest_request = HttpRequest {
-        method: method.to_string(),
-        path: path.to_string(),
-        query: query.to_string(),
+        method: parts.method.to_string(),
+        path: parts.uri.path().to_string(),
+        query: parts.uri.query().unwrap_or("").to_string(),
         headers: parts
             .headers
             .iter()
@@ -144,37 +136,208 @@ pub async fn respond(app: &App, request: Request<Incoming>, peer: SocketAddr) ->
         body: body.to_vec(),
         client: Some(peer.ip().to_string()),
     };
-    let target = RouteTarget {
-        file: route.file.clone(),
-        handler: handler.to_string(),
-        params: found
+
+    let kept_body: Arc<Mutex<Option<Body>>> = Arc::default();
+    let upstream = host_answer.map(|answer| upstream(answer, kept_body.clone()));
+    let result = loaded
+        .sandbox
+        .handle(
+            guest_request,
+            target,
+            loaded.project.root_files.sources(),
+            upstream,
+        )
+        .await;
+    match result {
+        Ok(response) => {
+            let host_body = if response.host_body {
+                kept_body.lock().ok().and_then(|mut b| b.take())
+            } else {
+                None
+            };
+            from_guest(response, host_body).unwrap_or_else(|reason| {
+                let failure = Failure::simple(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "InvalidResponse",
+                    &reason,
+                    vec![
+                        "Header names are tokens like `X-Request-Id`; values are visible ASCII text"
+                            .into(),
+                    ],
+                );
+                fail(&failure, &info)
+            })
+        }
+        Err(error) => fail(&sandbox_failure(&loaded, error), &info),
+    }
+}
+
+/// Where a request goes.
+enum Decided {
+    /// The host answers (redirect, 405, OPTIONS, static file, docs, 404).
+    Host(Response<Body>),
+    /// Project code answers: a route handler or a page handler.
+    Guest(Target),
+}
+
+fn decide(
+    app: &App,
+    loaded: &Loaded,
+    parts: &Parts,
+    info: &mut RequestInfo,
+) -> Result<Decided, Box<Failure>> {
+    let project = &loaded.project;
+    let path = parts.uri.path();
+    let query = parts.uri.query().unwrap_or("");
+
+    // FastAPI's redirect_slashes: `/users/` -> `/users`, decided before matching.
+    if path.len() > 1 && path.ends_with('/') {
+        let stripped = &path[..path.len() - 1];
+        if project.table.lookup(stripped).is_some() {
+            let location = if query.is_empty() {
+                stripped.to_string()
+            } else {
+                format!("{stripped}?{query}")
+            };
+            return Ok(Decided::Host(redirect(&location)));
+        }
+    }
+
+    if let Some(found) = project.table.lookup(path) {
+        let route = &project.routes[found.route];
+        info.route_file = Some(format!("routes/{}", route.file));
+        info.params = found
             .params
-            .into_iter()
-            .map(|(name, value)| PathParam {
-                name,
-                value: match value {
-                    Captured::One(v) => ParamValue::Single(v),
-                    Captured::Many(v) => ParamValue::Segments(v),
-                },
+            .iter()
+            .map(|(name, value)| {
+                let text = match value {
+                    Captured::One(v) => v.clone(),
+                    Captured::Many(v) => v.join("/"),
+                };
+                (name.clone(), text)
+            })
+            .collect();
+        if let Err(error) = &route.handlers {
+            return Err(Box::new(Failure::from_project(error)));
+        }
+        let method = parts.method.as_str();
+        let handler = if route.handler(method).is_some() {
+            method
+        } else if parts.method == Method::HEAD && route.handler("GET").is_some() {
+            "GET"
+        } else if parts.method == Method::OPTIONS {
+            return Ok(Decided::Host(with_allow(
+                status_only(StatusCode::NO_CONTENT),
+                &route.allow(),
+            )));
+        } else {
+            let response = json(
+                StatusCode::METHOD_NOT_ALLOWED,
+                r#"{"detail":"Method Not Allowed"}"#,
+            );
+            return Ok(Decided::Host(with_allow(response, &route.allow())));
+        };
+        return Ok(Decided::Guest(Target::Route(RouteTarget {
+            file: route.file.clone(),
+            handler: handler.to_string(),
+            params: found
+                .params
+                .into_iter()
+                .map(|(name, value)| PathParam {
+                    name,
+                    value: match value {
+                        Captured::One(v) => ParamValue::Single(v),
+                        Captured::Many(v) => ParamValue::Segments(v),
+                    },
+                })
+                .collect(),
+        })));
+    }
+
+    let readable = matches!(parts.method, Method::GET | Method::HEAD);
+    if loaded.docs_enabled() && readable {
+        if path == "/docs" {
+            if project.root_files.has("docs.py") {
+                return Ok(Decided::Guest(page(loaded, "docs.py", StatusCode::OK)));
+            }
+            let mut response = Response::new(full(crate::docs::page(&loaded.catalog)));
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/html; charset=utf-8"),
+            );
+            return Ok(Decided::Host(response));
+        }
+        if path == "/openapi.json" {
+            let document = crate::docs::openapi(&loaded.catalog).to_string();
+            return Ok(Decided::Host(json(StatusCode::OK, document)));
+        }
+    }
+    if readable
+        && let Some(response) = public::serve(
+            &app.root,
+            path,
+            &parts.headers,
+            parts.method == Method::HEAD,
+        )
+    {
+        return Ok(Decided::Host(response));
+    }
+    if project.root_files.has("not-found.py") {
+        return Ok(Decided::Guest(page(
+            loaded,
+            "not-found.py",
+            StatusCode::NOT_FOUND,
+        )));
+    }
+    Ok(Decided::Host(json(
+        StatusCode::NOT_FOUND,
+        r#"{"detail":"Not Found"}"#,
+    )))
+}
+
+fn page(loaded: &Loaded, file: &str, status: StatusCode) -> Target {
+    Target::Page(PageTarget {
+        file: file.to_string(),
+        context: loaded.context.clone(),
+        status: status.as_u16(),
+    })
+}
+
+/// Hand the host's `answer` to middleware's `call_next`: status and headers go to the guest,
+/// the body waits in `kept` until the guest's answer says whether it is used.
+fn upstream(answer: Response<Body>, kept: Arc<Mutex<Option<Body>>>) -> Upstream {
+    let (parts, body) = answer.into_parts();
+    let head = HttpResponse {
+        status: parts.status.as_u16(),
+        headers: parts
+            .headers
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
             })
             .collect(),
+        body: Vec::new(),
+        host_body: true,
     };
-    let result = sandbox.handle(guest_request, target).await;
-    match result {
-        Ok(response) => from_guest(response).unwrap_or_else(|reason| {
-            let failure = Failure::simple(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "InvalidResponse",
-                &reason,
-                vec![
-                    "Header names are tokens like `X-Request-Id`; values are visible ASCII text"
-                        .into(),
-                ],
-            );
-            fail(&failure, &info)
-        }),
-        Err(SandboxError::Project(error)) => fail(&Failure::from_project(&error), &info),
-        Err(SandboxError::Timeout(limit)) => {
+    let mut body = Some(body);
+    Box::new(move |_request| {
+        if let Some(body) = body.take()
+            && let Ok(mut slot) = kept.lock()
+        {
+            *slot = Some(body);
+        }
+        head.clone()
+    })
+}
+
+/// What the sandbox reported, as the failure a client is shown.
+fn sandbox_failure(loaded: &Loaded, error: SandboxError) -> Failure {
+    match error {
+        SandboxError::Project(error) => Failure::from_project(&error),
+        SandboxError::Timeout(limit) => {
             let mut failure = Failure::simple(
                 StatusCode::GATEWAY_TIMEOUT,
                 "Timeout",
@@ -187,11 +350,11 @@ pub async fn respond(app: &App, request: Request<Incoming>, peer: SocketAddr) ->
                 )],
             );
             failure.json_detail = Some(serde_json::json!({"detail": "Handler timed out"}));
-            fail(&failure, &info)
+            failure
         }
-        Err(SandboxError::Trap(trap)) => {
-            let limits = sandbox.limits();
-            let failure = Failure::simple(
+        SandboxError::Trap(trap) => {
+            let limits = loaded.sandbox.limits();
+            Failure::simple(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "SandboxLimit",
                 &format!("the sandbox stopped the handler: {trap}"),
@@ -199,22 +362,20 @@ pub async fn respond(app: &App, request: Request<Incoming>, peer: SocketAddr) ->
                     "If the handler needs more memory, raise `sandbox = {{\"memory_mb\": ...}}` in config.py (now {})",
                     limits.memory_bytes / (1024 * 1024)
                 )],
-            );
-            fail(&failure, &info)
+            )
         }
-        Err(other) => {
-            let failure = Failure::simple(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "SandboxError",
-                &other.to_string(),
-                Vec::new(),
-            );
-            fail(&failure, &info)
-        }
+        other => Failure::simple(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "SandboxError",
+            &other.to_string(),
+            Vec::new(),
+        ),
     }
 }
 
-fn from_guest(response: HttpResponse) -> Result<Response<Body>, String> {
+/// The guest's response as an HTTP response; `host_body` is the host's own body when the
+/// guest passed the host's answer on.
+fn from_guest(response: HttpResponse, host_body: Option<Body>) -> Result<Response<Body>, String> {
     let status = StatusCode::from_u16(response.status).map_err(|_| {
         format!(
             "the handler returned an invalid status code {}",
@@ -229,7 +390,15 @@ fn from_guest(response: HttpResponse) -> Result<Response<Body>, String> {
             .map_err(|_| format!("the handler set an invalid value for header {name}"))?;
         headers.append(name, value);
     }
-    let mut built = Response::new(Full::new(Bytes::from(response.body)));
+    let body = match host_body {
+        Some(body) => body,
+        None => {
+            // The guest's own body: any length the host's answer declared no longer holds.
+            headers.remove(header::CONTENT_LENGTH);
+            full(response.body)
+        }
+    };
+    let mut built = Response::new(body);
     *built.status_mut() = status;
     *built.headers_mut() = headers;
     Ok(built)
@@ -246,7 +415,7 @@ fn content_length(headers: &HeaderMap) -> Option<u64> {
 
 /// A JSON response with a fixed body.
 pub fn json(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
-    let mut response = Response::new(Full::new(body.into()));
+    let mut response = Response::new(full(body));
     *response.status_mut() = status;
     response.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -255,8 +424,8 @@ pub fn json(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
     response
 }
 
-fn empty(status: StatusCode) -> Response<Body> {
-    let mut response = Response::new(Full::new(Bytes::new()));
+fn status_only(status: StatusCode) -> Response<Body> {
+    let mut response = Response::new(empty_body());
     *response.status_mut() = status;
     response
 }
@@ -269,7 +438,7 @@ fn with_allow(mut response: Response<Body>, allow: &str) -> Response<Body> {
 }
 
 fn redirect(location: &str) -> Response<Body> {
-    let mut response = empty(StatusCode::TEMPORARY_REDIRECT);
+    let mut response = status_only(StatusCode::TEMPORARY_REDIRECT);
     if let Ok(value) = HeaderValue::from_str(location) {
         response.headers_mut().insert(header::LOCATION, value);
     }

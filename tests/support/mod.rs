@@ -37,6 +37,13 @@ impl Project {
         project
     }
 
+    /// A copy of the project folder `source` (an example), so a test may change it freely.
+    pub fn copy_of(source: &Path) -> Project {
+        let dir = tempfile::tempdir().expect("tempdir");
+        copy_tree(source, dir.path());
+        Project { dir }
+    }
+
     pub fn path(&self) -> &Path {
         self.dir.path()
     }
@@ -49,6 +56,23 @@ impl Project {
 
     pub fn remove(&self, rel: &str) {
         std::fs::remove_file(self.path().join(rel)).unwrap();
+    }
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name();
+        if name == ".cache" || name == "__pycache__" {
+            continue;
+        }
+        let target = to.join(&name);
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
     }
 }
 

@@ -96,6 +96,9 @@ pub struct CachedRoute {
 pub struct Metadata {
     pub settings: Settings,
     pub routes: Vec<CachedRoute>,
+    /// The root Python files baked into the guest (`middleware.py`, `docs.py`, `not-found.py`).
+    #[serde(default)]
+    pub root_files: Vec<String>,
 }
 
 /// The contents of a cache.
@@ -291,6 +294,7 @@ mod tests {
             metadata: Metadata {
                 settings: Settings::default(),
                 routes: Vec::new(),
+                root_files: Vec::new(),
             },
             component: b"component bytes".repeat(100),
             native: b"native bytes".repeat(100),

@@ -22,7 +22,7 @@ use crate::{
     cache::{self, CacheKey, CachedRoute, Contents, Manifest, Metadata, RouteCounts, seal},
     config::Settings,
     logging,
-    project::Project,
+    project::{Project, RootFiles},
     sandbox::{self, Limits, Sandbox, engine::SandboxEngine, snapshot},
 };
 
@@ -99,18 +99,24 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
     let step = Instant::now();
     eprintln!("[2/4] importing every route in the sandbox and snapshotting it...");
     let route_files: Vec<String> = project.routes.iter().map(|r| r.file.clone()).collect();
-    let baked = snapshot::bake(files, route_files, settings.limits().memory_bytes)
-        .await
-        .map_err(|e| match e {
-            snapshot::BakeError::Project(error) => anyhow::anyhow!(
-                "{}:{}: {}: {}",
-                error.file.as_deref().unwrap_or("routes/"),
-                error.line.unwrap_or(0),
-                error.kind,
-                error.message
-            ),
-            other => anyhow::anyhow!(other),
-        })?;
+    let root_files = project.root_files.sources().to_vec();
+    let baked = snapshot::bake(
+        files,
+        route_files,
+        root_files,
+        settings.limits().memory_bytes,
+    )
+    .await
+    .map_err(|e| match e {
+        snapshot::BakeError::Project(error) => anyhow::anyhow!(
+            "{}:{}: {}: {}",
+            error.file.as_deref().unwrap_or("routes/"),
+            error.line.unwrap_or(0),
+            error.kind,
+            error.message
+        ),
+        other => anyhow::anyhow!(other),
+    })?;
     eprintln!("      done ({:.1}s)", step.elapsed().as_secs_f64());
 
     let step = Instant::now();
@@ -140,6 +146,7 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
                 handlers: r.handlers.clone().unwrap_or_default(),
             })
             .collect(),
+        root_files: project.root_files.names().to_vec(),
     };
     let manifest = Manifest {
         format: seal::FORMAT,
@@ -257,6 +264,10 @@ fn inputs_hash(root: &Path, files: &[(String, String)], level: i32, encrypted: b
     hasher.update(&level.to_le_bytes());
     hasher.update(&[u8::from(encrypted)]);
     hasher.update(&fs::read(root.join("config.py")).unwrap_or_default());
+    for name in RootFiles::NAMES {
+        hasher.update(name.as_bytes());
+        hasher.update(&fs::read(root.join(name)).unwrap_or_default());
+    }
     for (path, source) in files {
         hasher.update(&(path.len() as u64).to_le_bytes());
         hasher.update(path.as_bytes());

@@ -4,7 +4,7 @@ use super::CacheArgs;
 use crate::{cache, cli::build::megabytes};
 
 pub fn run(args: CacheArgs) -> anyhow::Result<()> {
-    let dir = args.project.join(&args.cache_dir);
+    let dir = super::cache_dir(&args.project, args.cache_dir.as_deref())?;
     if cache::manifest(&dir).is_none() && cache::size(&dir) == 0 {
         println!("nothing to clean in {}", dir.display());
         return Ok(());

@@ -17,7 +17,8 @@ use crate::{
     server,
 };
 
-/// The sandbox's instance pool: at most this many requests run in the guest at once.
+/// The sandbox's instance pool: at most this many requests run in the guest at once, unless
+/// config.py's `server.workers` says otherwise.
 pub const MAX_INSTANCES: u32 = 64;
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -29,7 +30,6 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    logging::init(Mode::Development, None);
     let root = args
         .project
         .canonicalize()
@@ -41,12 +41,18 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             root.display()
         );
     }
-    let engine = tokio::task::spawn_blocking(|| SandboxEngine::load(MAX_INSTANCES))
+    // config.py first (in a small sandbox): it sizes the real one.
+    let boot_engine = tokio::task::spawn_blocking(|| SandboxEngine::load(1))
         .await
         .context("engine setup panicked")??;
-    let boot = Sandbox::new(engine, Some(&routes_dir), Limits::default())?;
+    let boot = Sandbox::new(boot_engine, None, Limits::default())?;
     let settings = Settings::load(&boot, &root).await?;
-    let sandbox = boot.with_limits(settings.limits())?;
+    logging::init(Mode::Development, settings.logging.level.as_deref());
+    let workers = settings.server.workers.unwrap_or(MAX_INSTANCES);
+    let engine = tokio::task::spawn_blocking(move || SandboxEngine::load(workers))
+        .await
+        .context("engine setup panicked")??;
+    let sandbox = Sandbox::new(engine, Some(&routes_dir), settings.limits())?;
     let project = Project::load(&root, &sandbox, None).await;
     for error in &project.scan_errors {
         tracing::error!("{error}");
@@ -77,11 +83,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let app = App::new(
         root,
         Mode::Development,
-        Loaded {
-            project,
-            sandbox,
-            config_error: None,
-        },
+        Loaded::new(project, sandbox, settings, None),
     );
     let _watcher = reload::watch(app.clone()).context("cannot watch the project folder")?;
     println!(
@@ -109,5 +111,13 @@ fn print_routes(project: &Project) {
             route.pattern.to_string(),
             route.file
         );
+    }
+    for name in project.root_files.names() {
+        let role = match name.as_str() {
+            "middleware.py" => "around every request",
+            "docs.py" => "/docs",
+            _ => "404 pages",
+        };
+        println!("  {:<24} {:<28} {name}", "", role);
     }
 }

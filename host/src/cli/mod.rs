@@ -7,12 +7,13 @@ mod build;
 mod clean;
 mod dev;
 mod init;
+mod project_command;
 mod run;
 mod status;
 
-use std::path::PathBuf;
+use std::{path::PathBuf, process::ExitCode};
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Turn a folder of Python route files into an HTTP API, run in a WebAssembly sandbox.
 #[derive(Debug, Parser)]
@@ -39,6 +40,9 @@ pub enum Command {
     Status(CacheArgs),
     /// Remove the build cache.
     Clean(CacheArgs),
+    /// A project command from config.py's `commands` (listed below when run in a project).
+    #[command(external_subcommand)]
+    Project(Vec<String>),
 }
 
 /// Options of `filerouter build`.
@@ -73,9 +77,9 @@ pub struct RunArgs {
     /// How many requests run in the sandbox at once [default: the build's server.workers, else 64].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub workers: Option<u32>,
-    /// The build cache, relative to the project.
-    #[arg(long, default_value = ".cache")]
-    pub cache_dir: PathBuf,
+    /// The build cache, relative to the project [default: config.py's build.cache_dir, else .cache].
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
 }
 
 /// Options of `filerouter status` and `filerouter clean`.
@@ -84,9 +88,9 @@ pub struct CacheArgs {
     /// The project folder.
     #[arg(long, default_value = ".")]
     pub project: PathBuf,
-    /// The build cache, relative to the project.
-    #[arg(long, default_value = ".cache")]
-    pub cache_dir: PathBuf,
+    /// The build cache, relative to the project [default: config.py's build.cache_dir, else .cache].
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
 }
 
 /// Where to find the project and where to listen.
@@ -103,14 +107,47 @@ pub struct ServeArgs {
     pub port: Option<u16>,
 }
 
+/// The project's build cache folder: `flag` if given; else `.cache` if it exists; else
+/// config.py's `build.cache_dir` (evaluated in the sandbox, only then); else `.cache`.
+fn cache_dir(root: &std::path::Path, flag: Option<&std::path::Path>) -> anyhow::Result<PathBuf> {
+    if let Some(flag) = flag {
+        return Ok(root.join(flag));
+    }
+    let default = root.join(".cache");
+    if default.exists() {
+        return Ok(default);
+    }
+    let configured =
+        project_command::load_settings(root)?.and_then(|settings| settings.build.cache_dir);
+    Ok(configured.map_or(default, |dir| root.join(dir)))
+}
+
+/// Parse the command line. Help asked for in a project folder also lists the project's
+/// commands (which means evaluating its config.py in the sandbox).
+pub fn parse() -> Cli {
+    let mut command = Cli::command();
+    let args: Vec<String> = std::env::args().collect();
+    let wants_help = args.len() == 1
+        || args[1..]
+            .iter()
+            .any(|a| a == "--help" || a == "-h" || a == "help");
+    if wants_help && let Some(section) = project_command::help_section() {
+        command = command.after_help(section);
+    }
+    let matches = command.get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
 /// Run the parsed command line.
-pub fn run(cli: Cli) -> anyhow::Result<()> {
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let done = |r: anyhow::Result<()>| r.map(|()| ExitCode::SUCCESS);
     match cli.command {
-        Command::Init { name } => init::run(&name),
-        Command::Dev(args) => dev::run(args),
-        Command::Build(args) => build::run(args),
-        Command::Run(args) => run::run(args),
-        Command::Status(args) => status::run(args),
-        Command::Clean(args) => clean::run(args),
+        Command::Init { name } => done(init::run(&name)),
+        Command::Dev(args) => done(dev::run(args)),
+        Command::Build(args) => done(build::run(args)),
+        Command::Run(args) => done(run::run(args)),
+        Command::Status(args) => done(status::run(args)),
+        Command::Clean(args) => done(clean::run(args)),
+        Command::Project(args) => project_command::run(args),
     }
 }

@@ -24,19 +24,24 @@ use crate::{
 pub const DEFAULT_WORKERS: u32 = 64;
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    runtime.block_on(serve(args))
-}
-
-async fn serve(args: RunArgs) -> anyhow::Result<()> {
     let root = args
         .project
         .canonicalize()
         .with_context(|| format!("project folder {} not found", args.project.display()))?;
-    let dir = root.join(&args.cache_dir);
+    // Before the runtime starts: finding the cache may evaluate config.py, on a runtime of its own.
+    let dir = super::cache_dir(&root, args.cache_dir.as_deref())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(serve(args, root, dir))
+}
+
+async fn serve(
+    args: RunArgs,
+    root: std::path::PathBuf,
+    dir: std::path::PathBuf,
+) -> anyhow::Result<()> {
     let key = CacheKey::from_env()?;
     let opened = tokio::task::spawn_blocking(move || cache::open(&dir, key.as_ref()))
         .await
@@ -67,7 +72,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         );
     }
     let sandbox = Sandbox::new(engine, None, settings.limits())?;
-    let project = Project::from_cache(&opened.metadata.routes);
+    let project = Project::from_cache(&opened.metadata.routes, &opened.metadata.root_files);
     let routes = project.routes.len();
 
     let host = args
@@ -83,11 +88,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     let app = App::new(
         root,
         Mode::Production,
-        Loaded {
-            project,
-            sandbox,
-            config_error: None,
-        },
+        Loaded::new(project, sandbox, settings, None),
     );
     println!(
         "filerouter run: serving {routes} routes at http://{address} (mode: {}, workers: {workers}, build of {})",

@@ -4,7 +4,7 @@ use super::CacheArgs;
 use crate::{cache, cli::build::megabytes};
 
 pub fn run(args: CacheArgs) -> anyhow::Result<()> {
-    let dir = args.project.join(&args.cache_dir);
+    let dir = super::cache_dir(&args.project, args.cache_dir.as_deref())?;
     let Some(manifest) = cache::manifest(&dir) else {
         println!("no build in {} (run `filerouter build`)", dir.display());
         return Ok(());

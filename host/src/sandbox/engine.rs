@@ -116,15 +116,13 @@ impl SandboxEngine {
         }
     }
 
-    /// Link the guest against WASI for a store holding `T`.
-    pub fn instance_pre<T: wasmtime_wasi::WasiView + 'static>(
+    /// Link the guest for a store holding `T`, with the imports `link` adds.
+    pub fn instance_pre<T: 'static>(
         &self,
+        link: impl FnOnce(&mut Linker<T>) -> wasmtime::Result<()>,
     ) -> Result<InstancePre<T>, EngineError> {
         let mut linker = Linker::<T>::new(&self.inner.engine);
-        // componentize-py's runtime imports every WASI 0.2 interface, sockets included. They
-        // are all linked; the per-call WasiCtx grants no network and no files but `routes/`.
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
-            .map_err(|e| EngineError::Link(format!("{e:#}")))?;
+        link(&mut linker).map_err(|e| EngineError::Link(format!("{e:#}")))?;
         linker
             .instantiate_pre(&self.inner.component)
             .map_err(|e| EngineError::Link(format!("{e:#}")))

@@ -14,6 +14,7 @@ mod bindings;
 pub mod engine;
 mod guest;
 mod limits;
+mod services;
 pub mod snapshot;
 
 use std::{
@@ -26,10 +27,14 @@ use wasmtime::{Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline, component
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 pub use bindings::filerouter::sandbox::types::{
-    HandlerInfo, HttpRequest, HttpResponse, ParamValue, PathParam, ProjectError, RouteTarget,
+    HandlerInfo, HandlerParam, HttpRequest, HttpResponse, PageTarget, ParamValue, PathParam,
+    ProjectError, RouteTarget, Target,
 };
 pub use guest::SHA256 as GUEST_SHA256;
 pub use limits::Limits;
+pub use services::Upstream;
+
+use crate::kv::KvStore;
 
 use bindings::RouterPre;
 
@@ -53,11 +58,38 @@ pub enum SandboxError {
     Setup(String),
 }
 
-/// What a [`Store`] holds for one call: WASI state and the memory limiter.
+/// What a [`Store`] holds for one call: WASI state, the memory limiter, the host services.
 struct CallState {
     wasi: WasiCtx,
     table: ResourceTable,
     limits: StoreLimits,
+    /// The project's key-value store (`filerouter.kv`).
+    kv: Arc<KvStore>,
+    /// The host's answer for middleware's `call_next`, when the host serves the target.
+    upstream: Option<Upstream>,
+}
+
+impl CallState {
+    fn new(wasi: WasiCtx, memory_bytes: usize, kv: Arc<KvStore>) -> Self {
+        Self {
+            wasi,
+            table: ResourceTable::new(),
+            limits: StoreLimitsBuilder::new()
+                .memory_size(memory_bytes)
+                .trap_on_grow_failure(false)
+                .build(),
+            kv,
+            upstream: None,
+        }
+    }
+}
+
+/// Link everything the guest imports: WASI, and the host services of `wit/filerouter.wit`.
+fn link(linker: &mut wasmtime::component::Linker<CallState>) -> wasmtime::Result<()> {
+    // componentize-py's runtime imports every WASI 0.2 interface, sockets included. They are
+    // all linked; the per-call WasiCtx grants no network and no files but `routes/`.
+    wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    bindings::Router::add_to_linker::<_, wasmtime::component::HasSelf<CallState>>(linker, |s| s)
 }
 
 impl WasiView for CallState {
@@ -82,6 +114,8 @@ struct Inner {
     /// modules are in the baked guest and instances see no files.
     routes_dir: Option<PathBuf>,
     limits: Limits,
+    /// The project's key-value store; kept when the limits change.
+    kv: Arc<KvStore>,
 }
 
 impl Sandbox {
@@ -92,8 +126,17 @@ impl Sandbox {
         routes_dir: Option<&Path>,
         limits: Limits,
     ) -> Result<Self, SandboxError> {
+        Self::with_store(engine, routes_dir, limits, Arc::default())
+    }
+
+    fn with_store(
+        engine: engine::SandboxEngine,
+        routes_dir: Option<&Path>,
+        limits: Limits,
+        kv: Arc<KvStore>,
+    ) -> Result<Self, SandboxError> {
         let pre = engine
-            .instance_pre::<CallState>()
+            .instance_pre::<CallState>(link)
             .map_err(|e| SandboxError::Setup(e.to_string()))?;
         let pre = RouterPre::new(pre).map_err(|e| SandboxError::Setup(format!("{e:#}")))?;
         Ok(Self {
@@ -102,16 +145,18 @@ impl Sandbox {
                 pre,
                 routes_dir: routes_dir.map(Path::to_path_buf),
                 limits,
+                kv,
             }),
         })
     }
 
     /// The same guest and project with other limits (after `config.py` changed).
     pub fn with_limits(&self, limits: Limits) -> Result<Self, SandboxError> {
-        Self::new(
+        Self::with_store(
             self.inner.engine.clone(),
             self.inner.routes_dir.as_deref(),
             limits,
+            self.inner.kv.clone(),
         )
     }
 
@@ -120,16 +165,21 @@ impl Sandbox {
         &self.inner.limits
     }
 
-    /// Serve one request with the handler `target` names.
+    /// Serve one request: middleware (if any) around `target`. `root_files` are the sources of
+    /// the project's root Python files (empty for a baked guest); `upstream` answers
+    /// `call_next` for a [`Target::Host`].
     pub async fn handle(
         &self,
         request: HttpRequest,
-        target: RouteTarget,
+        target: Target,
+        root_files: &[(String, String)],
+        upstream: Option<Upstream>,
     ) -> Result<HttpResponse, SandboxError> {
         self.call(async move |router, store| {
+            store.data_mut().upstream = upstream;
             router
                 .filerouter_sandbox_guest()
-                .call_handle(store, &request, &target)
+                .call_handle(store, &request, &target, root_files)
                 .await
         })
         .await
@@ -176,14 +226,7 @@ impl Sandbox {
                 .map_err(|e| SandboxError::Setup(format!("open {}: {e}", dir.display())))?;
         }
         wasi.inherit_stdout().inherit_stderr();
-        let state = CallState {
-            wasi: wasi.build(),
-            table: ResourceTable::new(),
-            limits: StoreLimitsBuilder::new()
-                .memory_size(limits.memory_bytes)
-                .trap_on_grow_failure(false)
-                .build(),
-        };
+        let state = CallState::new(wasi.build(), limits.memory_bytes, inner.kv.clone());
         let mut store = Store::new(inner.engine.engine(), state);
         store.limiter(|state| &mut state.limits);
 

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use component_init_transform::Invoker;
 use wasmtime::{
-    Config, Engine, Store, StoreLimitsBuilder,
-    component::{Component, Instance, Linker, ResourceTable},
+    Config, Engine, Store,
+    component::{Component, Instance, Linker},
 };
 use wasmtime_wasi::WasiCtxBuilder;
 
@@ -27,11 +27,13 @@ pub enum BakeError {
     Snapshot(String),
 }
 
-/// Import `routes` (from `files`: every `.py` under `routes/`, as path and source) in a guest
-/// instance and return the snapshotted component.
+/// Import `routes` (from `files`: every `.py` under `routes/`, as path and source) and the
+/// project's root Python files `root_files` in a guest instance and return the snapshotted
+/// component.
 pub async fn bake(
     files: Vec<(String, String)>,
     routes: Vec<String>,
+    root_files: Vec<(String, String)>,
     memory_bytes: usize,
 ) -> Result<Vec<u8>, BakeError> {
     let wasm = guest::wasm().map_err(BakeError::Snapshot)?;
@@ -39,7 +41,15 @@ pub async fn bake(
     let report = failed.clone();
     let snapshot = component_init_transform::initialize(&wasm, move |instrumented| {
         Box::pin(async move {
-            let invoker = run_bake(instrumented, files, routes, memory_bytes, report).await?;
+            let invoker = run_bake(
+                instrumented,
+                files,
+                routes,
+                root_files,
+                memory_bytes,
+                report,
+            )
+            .await?;
             Ok(Box::new(invoker) as Box<dyn Invoker>)
         })
     })
@@ -59,6 +69,7 @@ async fn run_bake(
     instrumented: Vec<u8>,
     files: Vec<(String, String)>,
     routes: Vec<String>,
+    root_files: Vec<(String, String)>,
     memory_bytes: usize,
     report: Arc<Mutex<Option<ProjectError>>>,
 ) -> anyhow::Result<Snapshotter> {
@@ -66,12 +77,9 @@ async fn run_bake(
     let engine = Engine::new(Config::new().wasm_component_model(true)).map_err(wt)?;
     let component = Component::new(&engine, &instrumented).map_err(wt)?;
     let mut linker = Linker::<CallState>::new(&engine);
-    wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wt)?;
-    let state = CallState {
-        wasi: WasiCtxBuilder::new().build(),
-        table: ResourceTable::new(),
-        limits: StoreLimitsBuilder::new().memory_size(memory_bytes).build(),
-    };
+    super::link(&mut linker).map_err(wt)?;
+    // The bake runs no request: its key-value store is a throwaway.
+    let state = CallState::new(WasiCtxBuilder::new().build(), memory_bytes, Arc::default());
     let mut store = Store::new(&engine, state);
     store.limiter(|state| &mut state.limits);
     let instance = linker
@@ -81,7 +89,7 @@ async fn run_bake(
     let router = Router::new(&mut store, &instance).map_err(wt)?;
     let outcome = router
         .filerouter_sandbox_guest()
-        .call_bake(&mut store, &files, &routes)
+        .call_bake(&mut store, &files, &routes, &root_files)
         .await
         .map_err(wt)?;
     if let Err(error) = outcome {

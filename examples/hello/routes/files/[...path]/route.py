@@ -2,5 +2,8 @@
 
 
 async def GET(request, path: list):
-    """Split a file path into its segments."""
+    """Split a file path into its segments.
+
+    :param path: One or more segments, `/files/a/b/c` gives `["a", "b", "c"]`.
+    """
     return {"segments": path}

@@ -1,0 +1,8 @@
+def handler(request, context):
+    """The 404 answer: JSON that lists what does exist."""
+    stats = context.get_statistics()
+    return {
+        "detail": "Not Found",
+        "path": request.path,
+        "hint": f"this API has {stats['total_routes']} routes; see /docs",
+    }

@@ -1,0 +1,3 @@
+def GET(request):
+    """Liveness check (public: no token needed)."""
+    return {"status": "ok"}

@@ -1,0 +1,146 @@
+"""One request through the project's code: `middleware.py` around the target the host chose.
+
+The host picks the target (a route handler, a `docs.py`/`not-found.py` page, or something it
+serves itself) and calls `handle` once, in a fresh instance. Without middleware the target runs
+directly. With it, `middleware(request, call_next)` runs first and `call_next` runs the target:
+a handler or page in this same instance (so `request.state` set by middleware is what the
+handler sees), or, for a target the host serves, a call back to the host (`upstream.respond`),
+whose body stays on the host.
+
+`HTTPException` and validation errors become responses where they are raised, so middleware
+sees them as responses; any other exception propagates through middleware (which may catch it)
+to the host, which shows the error page.
+"""
+
+import contextlib
+import inspect
+
+import pages
+import project
+from filerouter import params
+from filerouter.eventloop import SandboxEventLoop
+from filerouter.exceptions import (
+    HTTPException,
+    ProjectCodeError,
+    RequestValidationError,
+    ResponseSerializationError,
+)
+from filerouter.responses import JSONResponse, Response, to_response
+from wit_world.imports import upstream
+from wit_world.imports.types import HttpRequest, Target_Page, Target_Route
+
+# Built before the snapshot: saves creating a loop in every request.
+LOOP = SandboxEventLoop()
+
+
+class HostResponse(Response):
+    """What `call_next` returns for a target the host serves: status and headers as the host
+    set them; the body stays on the host and is sent as it is, unless middleware replaces the
+    whole response."""
+
+    host_body = True
+
+    def __init__(self, answer):
+        super().__init__(b"", status_code=answer.status, headers=list(answer.headers))
+
+
+def run(request, target, sources):
+    """The `Response` for `request`; raises what project code did not handle."""
+    return LOOP.run_until_complete(_run(request, target, sources))
+
+
+async def _run(request, target, sources):
+    middleware = project.load_root("middleware.py", sources)
+
+    async def call_next(req):
+        return await _guarded(_target(req, target, sources))
+
+    if middleware is None:
+        return await call_next(request)
+    fn = getattr(middleware, "middleware", None)
+    if not callable(fn):
+        raise ProjectCodeError(
+            "middleware.py defines no `middleware` function",
+            filename="/project/middleware.py",
+            lineno=1,
+            suggestions=[
+                "Define `async def middleware(request, call_next):` that returns "
+                "`await call_next(request)` (or a response of its own)"
+            ],
+        )
+    result = await _guarded(_maybe_await(fn(request, call_next)))
+    if result is None:
+        code = fn.__code__
+        raise ProjectCodeError(
+            "middleware() returned None instead of a response",
+            filename=code.co_filename,
+            lineno=code.co_firstlineno,
+            suggestions=["End the middleware with `return await call_next(request)` or return a response"],
+        )
+    return _response_of(result, fn)
+
+
+async def _maybe_await(value):
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+async def _guarded(awaitable):
+    """Run `awaitable`; raised `HTTPException`s and validation errors become responses."""
+    try:
+        return await awaitable
+    except HTTPException as exc:
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+    except RequestValidationError as exc:
+        return JSONResponse({"detail": exc.errors}, status_code=422)
+
+
+async def _target(request, target, sources):
+    if isinstance(target, Target_Route):
+        return await _route(request, target.value)
+    if isinstance(target, Target_Page):
+        return await pages.run(request, target.value, sources)
+    return HostResponse(upstream.respond(_to_wit_request(request)))
+
+
+async def _route(request, target):
+    module = project.load_route(target.file)
+    fn = getattr(module, target.handler, None)
+    if not callable(fn):
+        return JSONResponse({"detail": "Method Not Allowed"}, status_code=405)
+    async with contextlib.AsyncExitStack() as stack:
+        resolver = params.Resolver(request, request.path_params, stack)
+        kwargs = await resolver.kwargs(fn, check=True)
+        result = await _maybe_await(fn(**kwargs))
+        # Built inside the stack: `yield` dependencies are torn down after the handler has
+        # returned and its value has become a response.
+        return _response_of(result, fn)
+
+
+def _response_of(result, fn):
+    try:
+        return to_response(result)
+    except (TypeError, ValueError) as exc:
+        code = fn.__code__
+        raise ResponseSerializationError(
+            f"{fn.__name__}() returned a value that cannot be sent as JSON: {exc}",
+            filename=code.co_filename,
+            lineno=code.co_firstlineno,
+            suggestions=[
+                "Return a dict, list, str, int, float, bool or None, a (body, status) "
+                "tuple, or a Response object",
+                "Convert custom objects first, e.g. with dataclasses.asdict(obj) or vars(obj)",
+            ],
+        ) from exc
+
+
+def _to_wit_request(request):
+    return HttpRequest(
+        method=request.method,
+        path=request.raw_path,
+        query=request.query_string,
+        headers=request.headers.items(),
+        body=request._body,
+        client=request.client,
+    )

@@ -1,0 +1,233 @@
+//! The project's API as data: every route with its handlers, parameters and docstrings, the
+//! statistics, and the project's title and version.
+//!
+//! This is what `/docs`, `/openapi.json`, and the `context` of `docs.py` and `not-found.py`
+//! describe. It is built from what the guest reported when it inspected the route files (in
+//! `run`, from the build cache); nothing here runs project code. Routes whose file fails to
+//! import are left out.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::{
+    config::Settings,
+    project::Project,
+    routes::{Pattern, Segment},
+    sandbox::{HandlerInfo, HandlerParam},
+};
+
+/// The methods in the order the reference lists them.
+pub const METHODS: [&str; 7] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
+
+/// The whole API.
+#[derive(Debug, Clone, Serialize)]
+pub struct Catalog {
+    pub routes: Vec<RouteEntry>,
+    pub statistics: Statistics,
+    pub project: ProjectInfo,
+}
+
+/// One route: a path and the handlers its file defines.
+#[derive(Debug, Clone, Serialize)]
+pub struct RouteEntry {
+    /// OpenAPI-style path (`/users/{id}`; a catch-all is one `{rest}`).
+    pub path: String,
+    /// The route file, relative to the project (`routes/users/[id]/route.py`).
+    pub file: String,
+    /// The methods its file defines, in [`METHODS`] order.
+    pub methods: Vec<String>,
+    /// Whether the path has dynamic segments.
+    pub dynamic: bool,
+    /// The path parameters, in URL order.
+    pub path_params: Vec<PathParam>,
+    pub handlers: Vec<Operation>,
+}
+
+/// A path parameter of a route.
+#[derive(Debug, Clone, Serialize)]
+pub struct PathParam {
+    pub name: String,
+    /// The type the handler converts it to: `int`, `float`, `str`, `bool`, `uuid`, `enum`,
+    /// `list` (catch-alls).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// For an `Enum` hint, the allowed values.
+    pub choices: Vec<String>,
+    /// `single`, `catch_all` (one or more segments) or `optional_catch_all` (zero or more).
+    pub shape: &'static str,
+    /// Its description from the docstring of the first handler that describes it.
+    pub description: Option<String>,
+}
+
+/// One handler (one path and method).
+#[derive(Debug, Clone, Serialize)]
+pub struct Operation {
+    pub method: String,
+    pub summary: Option<String>,
+    pub description: Option<String>,
+    /// The whole docstring.
+    pub doc: Option<String>,
+    pub is_async: bool,
+    /// Query parameters, from the signature (and its dependencies), described by the docstring.
+    pub query_params: Vec<QueryParam>,
+}
+
+/// A query parameter of a handler.
+#[derive(Debug, Clone, Serialize)]
+pub struct QueryParam {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub choices: Vec<String>,
+    pub required: bool,
+    /// The default value, when JSON can express it.
+    pub default: Option<serde_json::Value>,
+    pub description: Option<String>,
+}
+
+/// Handler counts (one per path and method), as DECISIONS.md defines them.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct Statistics {
+    pub total_routes: usize,
+    pub static_routes: usize,
+    pub dynamic_routes: usize,
+    pub methods: BTreeMap<String, usize>,
+}
+
+/// The project's name, description and version (config.py).
+#[derive(Debug, Clone, Serialize)]
+pub struct ProjectInfo {
+    pub title: String,
+    pub description: Option<String>,
+    pub version: String,
+    pub app_name: Option<String>,
+}
+
+impl ProjectInfo {
+    /// `title` from config.py, else `app_name`, else "filerouter API"; `version` default "0.1.0".
+    pub fn from_settings(settings: &Settings) -> ProjectInfo {
+        ProjectInfo {
+            title: settings
+                .title
+                .clone()
+                .or_else(|| settings.app_name.clone())
+                .unwrap_or_else(|| "filerouter API".to_string()),
+            description: settings.description.clone(),
+            version: settings
+                .version
+                .clone()
+                .unwrap_or_else(|| "0.1.0".to_string()),
+            app_name: settings.app_name.clone(),
+        }
+    }
+}
+
+impl Catalog {
+    /// The catalog of `project`, sorted by path.
+    pub fn of(project: &Project, info: ProjectInfo) -> Catalog {
+        let mut routes: Vec<RouteEntry> = project
+            .routes
+            .iter()
+            .filter_map(|route| {
+                let handlers = route.handlers.as_ref().ok()?;
+                Some(entry(&route.pattern, &route.file, handlers))
+            })
+            .collect();
+        routes.sort_by(|a, b| a.path.cmp(&b.path));
+        let mut statistics = Statistics::default();
+        for route in &routes {
+            for method in &route.methods {
+                statistics.total_routes += 1;
+                if route.dynamic {
+                    statistics.dynamic_routes += 1;
+                } else {
+                    statistics.static_routes += 1;
+                }
+                *statistics.methods.entry(method.clone()).or_default() += 1;
+            }
+        }
+        Catalog {
+            routes,
+            statistics,
+            project: info,
+        }
+    }
+}
+
+fn entry(pattern: &Pattern, file: &str, handlers: &[HandlerInfo]) -> RouteEntry {
+    let mut ordered: Vec<&HandlerInfo> = handlers.iter().collect();
+    ordered.sort_by_key(|h| METHODS.iter().position(|m| *m == h.method));
+    let path_params: Vec<PathParam> = pattern
+        .0
+        .iter()
+        .filter_map(|segment| {
+            let name = segment.param_name()?;
+            // The first handler that takes the parameter tells its type.
+            let hinted = handlers
+                .iter()
+                .flat_map(|h| h.params.iter())
+                .find(|p| p.name == name);
+            let (kind, choices) = match (segment.is_catch_all(), hinted) {
+                (true, _) => ("list".to_string(), Vec::new()),
+                (false, Some(p)) if p.kind != "any" && p.kind != "list" => {
+                    (p.kind.clone(), p.choices.clone())
+                }
+                _ => ("str".to_string(), Vec::new()),
+            };
+            let description = handlers
+                .iter()
+                .flat_map(|h| h.params.iter())
+                .find_map(|p| (p.name == name).then(|| p.description.clone()).flatten());
+            Some(PathParam {
+                name: name.to_string(),
+                kind,
+                choices,
+                description,
+                shape: match segment {
+                    Segment::CatchAll(_) => "catch_all",
+                    Segment::OptionalCatchAll(_) => "optional_catch_all",
+                    _ => "single",
+                },
+            })
+        })
+        .collect();
+    let is_path = |p: &HandlerParam| path_params.iter().any(|pp| pp.name == p.name);
+    RouteEntry {
+        path: pattern.to_string(),
+        file: format!("routes/{file}"),
+        methods: ordered.iter().map(|h| h.method.clone()).collect(),
+        dynamic: !path_params.is_empty(),
+        handlers: ordered
+            .iter()
+            .map(|h| Operation {
+                method: h.method.clone(),
+                summary: h.summary.clone(),
+                description: h.description.clone(),
+                doc: h.doc.clone(),
+                is_async: h.is_async,
+                query_params: h
+                    .params
+                    .iter()
+                    .filter(|p| !is_path(p))
+                    .map(|p| QueryParam {
+                        name: p.name.clone(),
+                        kind: if p.kind == "any" {
+                            "str".into()
+                        } else {
+                            p.kind.clone()
+                        },
+                        choices: p.choices.clone(),
+                        required: !p.has_default,
+                        default: p
+                            .default_json
+                            .as_deref()
+                            .and_then(|d| serde_json::from_str(d).ok()),
+                        description: p.description.clone(),
+                    })
+                    .collect(),
+            })
+            .collect(),
+        path_params,
+    }
+}

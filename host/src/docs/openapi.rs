@@ -1,0 +1,441 @@
+//! `/openapi.json`: the catalog as an OpenAPI 3.1 document.
+//!
+//! Every route and method the route files define (HEAD and OPTIONS only when a file defines
+//! them; the automatic ones are not operations), path parameters typed from the handlers' hints,
+//! query parameters from their signatures with the docstring's descriptions, and the responses
+//! the framework itself produces (404, 413, 422 with FastAPI's `HTTPValidationError`; 405 is in
+//! `components`). Not for: rendering (see `page`), or deciding whether the document is served.
+
+use serde_json::{Map, Value, json};
+
+use super::{bare_path, framework_errors, operation_ids, tag_of, takes_body};
+use crate::catalog::{Catalog, Operation, PathParam, QueryParam, RouteEntry};
+
+/// The OpenAPI 3.1 document of `catalog`.
+pub fn openapi(catalog: &Catalog) -> Value {
+    let ids = operation_ids(catalog);
+    let mut paths = Map::new();
+    let mut tags: Vec<String> = Vec::new();
+    for (route, ids) in catalog.routes.iter().zip(&ids) {
+        let tag = tag_of(&route.path);
+        if !tags.contains(&tag) {
+            tags.push(tag.clone());
+        }
+        let item = path_item(route, ids, &tag, &route.path_params);
+        insert_item(&mut paths, &route.path, item);
+        // `/shop/{slug}` for `[[...slug]]` also serves `/shop`, with an empty list.
+        if let Some(bare) = bare_path(route, catalog) {
+            let params = &route.path_params[..route.path_params.len() - 1];
+            let bare_ids: Vec<String> = ids.iter().map(|id| format!("{id}_bare")).collect();
+            insert_item(&mut paths, &bare, path_item(route, &bare_ids, &tag, params));
+        }
+    }
+    let mut info = Map::new();
+    info.insert("title".into(), json!(catalog.project.title));
+    if let Some(description) = &catalog.project.description {
+        info.insert("description".into(), json!(description));
+    }
+    info.insert("version".into(), json!(catalog.project.version));
+    json!({
+        "openapi": "3.1.0",
+        "info": info,
+        "paths": paths,
+        "tags": tags.iter().map(|t| json!({"name": t})).collect::<Vec<_>>(),
+        "components": components(),
+    })
+}
+
+/// Add `item`'s operations to the path item at `path` (two files never share a path, but the
+/// bare path of an optional catch-all is merged rather than overwritten, to be safe).
+fn insert_item(paths: &mut Map<String, Value>, path: &str, item: Map<String, Value>) {
+    match paths.get_mut(path).and_then(Value::as_object_mut) {
+        Some(existing) => {
+            for (method, operation) in item {
+                existing.entry(method).or_insert(operation);
+            }
+        }
+        None => {
+            paths.insert(path.to_string(), Value::Object(item));
+        }
+    }
+}
+
+fn path_item(
+    route: &RouteEntry,
+    ids: &[String],
+    tag: &str,
+    params: &[PathParam],
+) -> Map<String, Value> {
+    route
+        .handlers
+        .iter()
+        .zip(ids)
+        .map(|(op, id)| {
+            (
+                op.method.to_ascii_lowercase(),
+                operation(op, id, tag, params),
+            )
+        })
+        .collect()
+}
+
+fn operation(op: &Operation, id: &str, tag: &str, path_params: &[PathParam]) -> Value {
+    let mut out = Map::new();
+    out.insert("tags".into(), json!([tag]));
+    if let Some(summary) = &op.summary {
+        out.insert("summary".into(), json!(summary));
+    }
+    if let Some(description) = &op.description {
+        out.insert("description".into(), json!(description));
+    }
+    out.insert("operationId".into(), json!(id));
+    let mut parameters: Vec<Value> = path_params.iter().map(path_parameter).collect();
+    parameters.extend(op.query_params.iter().map(query_parameter));
+    if !parameters.is_empty() {
+        out.insert("parameters".into(), Value::Array(parameters));
+    }
+    if takes_body(&op.method) {
+        out.insert(
+            "requestBody".into(),
+            json!({
+                "description": "Any JSON value; the handler reads it with `await request.json()`.",
+                "required": false,
+                "content": {"application/json": {"schema": {}}},
+            }),
+        );
+    }
+    let mut responses = Map::new();
+    responses.insert(
+        "200".into(),
+        json!({
+            "description": "Successful Response",
+            "content": {"application/json": {"schema": {}}},
+        }),
+    );
+    for (status, _) in framework_errors(path_params, op) {
+        let component = match status {
+            404 => "NotFound",
+            413 => "PayloadTooLarge",
+            _ => "ValidationError",
+        };
+        responses.insert(
+            status.to_string(),
+            json!({"$ref": format!("#/components/responses/{component}")}),
+        );
+    }
+    out.insert("responses".into(), Value::Object(responses));
+    Value::Object(out)
+}
+
+/// The JSON Schema of a value of `kind` (`choices` for an enum).
+fn schema(kind: &str, choices: &[String]) -> Map<String, Value> {
+    let mut schema = Map::new();
+    match kind {
+        "int" => {
+            schema.insert("type".into(), json!("integer"));
+        }
+        "float" => {
+            schema.insert("type".into(), json!("number"));
+        }
+        "bool" => {
+            schema.insert("type".into(), json!("boolean"));
+        }
+        "uuid" => {
+            schema.insert("type".into(), json!("string"));
+            schema.insert("format".into(), json!("uuid"));
+        }
+        "enum" if !choices.is_empty() => {
+            schema.insert("type".into(), json!("string"));
+            schema.insert("enum".into(), json!(choices));
+        }
+        "list" => {
+            schema.insert("type".into(), json!("array"));
+            schema.insert("items".into(), json!({"type": "string"}));
+        }
+        _ => {
+            schema.insert("type".into(), json!("string"));
+        }
+    }
+    schema
+}
+
+fn path_parameter(param: &PathParam) -> Value {
+    let catch_all = match param.shape {
+        "catch_all" => Some(
+            "One or more path segments separated by `/` (`a/b/c`); the handler gets them as a \
+             list. A `/` inside one segment is sent as `%2F`.",
+        ),
+        "optional_catch_all" => Some(
+            "Zero or more path segments separated by `/`; the handler gets them as a list \
+             (empty for the path without them).",
+        ),
+        _ => None,
+    };
+    let schema = match catch_all {
+        Some(_) => schema("str", &[]),
+        None => schema(&param.kind, &param.choices),
+    };
+    let description = match (&param.description, catch_all) {
+        (Some(own), Some(shape)) => Some(format!("{own}\n\n{shape}")),
+        (Some(own), None) => Some(own.clone()),
+        (None, shape) => shape.map(str::to_string),
+    };
+    let mut out = Map::new();
+    out.insert("name".into(), json!(param.name));
+    out.insert("in".into(), json!("path"));
+    out.insert("required".into(), json!(true));
+    if let Some(description) = description {
+        out.insert("description".into(), json!(description));
+    }
+    out.insert("schema".into(), Value::Object(schema));
+    if catch_all.is_some() {
+        out.insert("x-filerouter-catch-all".into(), json!(true));
+    }
+    Value::Object(out)
+}
+
+fn query_parameter(param: &QueryParam) -> Value {
+    let mut schema = schema(&param.kind, &param.choices);
+    if let Some(default) = param.default.as_ref().filter(|d| !d.is_null()) {
+        schema.insert("default".into(), default.clone());
+    }
+    let mut out = Map::new();
+    out.insert("name".into(), json!(param.name));
+    out.insert("in".into(), json!("query"));
+    out.insert("required".into(), json!(param.required));
+    if let Some(description) = &param.description {
+        out.insert("description".into(), json!(description));
+    }
+    out.insert("schema".into(), Value::Object(schema));
+    if param.kind == "list" {
+        // `?tag=a&tag=b`, read with `query_params.getlist`.
+        out.insert("style".into(), json!("form"));
+        out.insert("explode".into(), json!(true));
+    }
+    Value::Object(out)
+}
+
+/// FastAPI's validation error schemas, and the responses the framework answers by itself.
+fn components() -> Value {
+    let detail = |example: &str| {
+        json!({
+            "application/json": {
+                "schema": {"$ref": "#/components/schemas/HTTPError"},
+                "example": {"detail": example},
+            }
+        })
+    };
+    json!({
+        "schemas": {
+            "HTTPError": {
+                "title": "HTTPError",
+                "type": "object",
+                "properties": {"detail": {"title": "Detail"}},
+                "required": ["detail"],
+            },
+            "ValidationError": {
+                "title": "ValidationError",
+                "type": "object",
+                "properties": {
+                    "loc": {
+                        "title": "Location",
+                        "type": "array",
+                        "items": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+                    },
+                    "msg": {"title": "Message", "type": "string"},
+                    "type": {"title": "Error Type", "type": "string"},
+                    "input": {"title": "Input"},
+                    "ctx": {"title": "Context", "type": "object"},
+                },
+                "required": ["loc", "msg", "type"],
+            },
+            "HTTPValidationError": {
+                "title": "HTTPValidationError",
+                "type": "object",
+                "properties": {
+                    "detail": {
+                        "title": "Detail",
+                        "type": "array",
+                        "items": {"$ref": "#/components/schemas/ValidationError"},
+                    },
+                },
+            },
+        },
+        "responses": {
+            "NotFound": {
+                "description": "Not Found: no route matches the path (or the handler raised \
+                                HTTPException(404)); the project's not-found.py may answer instead",
+                "content": {
+                    "application/json": {
+                        "schema": {"$ref": "#/components/schemas/HTTPError"},
+                        "example": {"detail": "Not Found"},
+                    },
+                    "text/html": {"schema": {"type": "string"}},
+                },
+            },
+            "MethodNotAllowed": {
+                "description": "Method Not Allowed: the path exists but its route file defines \
+                                no handler for the method",
+                "headers": {
+                    "Allow": {
+                        "description": "The methods the path serves",
+                        "schema": {"type": "string"},
+                    },
+                },
+                "content": detail("Method Not Allowed"),
+            },
+            "PayloadTooLarge": {
+                "description": "Request body larger than `sandbox.max_body_bytes`",
+                "content": detail("Request body too large"),
+            },
+            "ValidationError": {
+                "description": "Validation Error: a path or query parameter did not convert to \
+                                its type, or a required one is missing",
+                "content": {
+                    "application/json": {
+                        "schema": {"$ref": "#/components/schemas/HTTPValidationError"},
+                    },
+                },
+            },
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::docs::tests::sample;
+
+    fn op<'a>(doc: &'a Value, path: &str, method: &str) -> &'a Value {
+        &doc["paths"][path][method]
+    }
+
+    #[test]
+    fn info_comes_from_the_project() {
+        let doc = openapi(&sample());
+        assert_eq!(doc["openapi"], "3.1.0");
+        assert_eq!(
+            doc["info"],
+            json!({"title": "Demo <API>", "description": "A & B", "version": "2.0.0"})
+        );
+    }
+
+    #[test]
+    fn every_route_and_method_is_an_operation() {
+        let doc = openapi(&sample());
+        let paths = doc["paths"].as_object().unwrap();
+        for path in [
+            "/",
+            "/users",
+            "/users/{id}",
+            "/orders/{order_id}",
+            "/colors/{color}",
+            "/files/{path}",
+        ] {
+            assert!(paths.contains_key(path), "{path}: {doc:#}");
+        }
+        assert!(op(&doc, "/users", "post").is_object());
+        assert!(op(&doc, "/users/{id}", "delete").is_object());
+        assert!(op(&doc, "/users/{id}", "head").is_null());
+        assert_eq!(
+            op(&doc, "/users/{id}", "get")["operationId"],
+            "get_users_id"
+        );
+        assert_eq!(op(&doc, "/users/{id}", "get")["tags"], json!(["users"]));
+        assert_eq!(op(&doc, "/", "get")["tags"], json!(["root"]));
+        assert_eq!(op(&doc, "/", "get")["summary"], "Say hello.");
+    }
+
+    #[test]
+    fn path_parameters_are_typed() {
+        let doc = openapi(&sample());
+        let first = |path: &str| op(&doc, path, "get")["parameters"][0].clone();
+        assert_eq!(first("/users/{id}")["schema"], json!({"type": "integer"}));
+        assert_eq!(first("/users/{id}")["in"], "path");
+        assert_eq!(first("/users/{id}")["required"], true);
+        assert_eq!(first("/users/{id}")["description"], "The user's <number>.");
+        assert_eq!(
+            first("/orders/{order_id}")["schema"],
+            json!({"type": "string", "format": "uuid"})
+        );
+        assert_eq!(
+            first("/colors/{color}")["schema"],
+            json!({"type": "string", "enum": ["red", "green"]})
+        );
+        let rest = first("/files/{path}");
+        assert_eq!(rest["schema"], json!({"type": "string"}));
+        assert_eq!(rest["x-filerouter-catch-all"], true);
+        assert!(rest["description"].as_str().unwrap().contains('/'));
+    }
+
+    #[test]
+    fn optional_catch_alls_have_a_bare_path_too() {
+        let doc = openapi(&sample());
+        assert!(op(&doc, "/shop/{slug}", "get").is_object());
+        let bare = op(&doc, "/shop", "get");
+        assert!(bare["parameters"].is_null(), "{bare:#}");
+        assert_eq!(bare["operationId"], "get_shop_slug_bare");
+    }
+
+    #[test]
+    fn query_parameters_have_types_defaults_and_descriptions() {
+        let doc = openapi(&sample());
+        let params = op(&doc, "/users", "get")["parameters"]
+            .as_array()
+            .unwrap()
+            .clone();
+        assert_eq!(
+            params[0],
+            json!({"name": "q", "in": "query", "required": false,
+                   "description": "Text to <search> for.", "schema": {"type": "string"}})
+        );
+        assert_eq!(
+            params[1]["schema"],
+            json!({"type": "integer", "default": 10})
+        );
+        assert_eq!(params[1]["required"], false);
+        assert_eq!(
+            params[2]["schema"],
+            json!({"type": "array", "items": {"type": "string"}})
+        );
+        assert_eq!(params[2]["explode"], true);
+        assert_eq!(
+            op(&doc, "/users", "get")["description"],
+            "Filtered by `q`.\nSecond line."
+        );
+    }
+
+    #[test]
+    fn framework_responses_are_documented() {
+        let doc = openapi(&sample());
+        let responses = |path: &str, method: &str| op(&doc, path, method)["responses"].clone();
+        assert_eq!(responses("/", "get").as_object().unwrap().len(), 1);
+        assert_eq!(
+            responses("/users/{id}", "get")["422"]["$ref"],
+            "#/components/responses/ValidationError"
+        );
+        assert_eq!(
+            responses("/users/{id}", "get")["404"]["$ref"],
+            "#/components/responses/NotFound"
+        );
+        assert!(responses("/files/{path}", "get")["422"].is_null());
+        assert!(responses("/users", "get")["422"].is_object());
+        assert!(responses("/users", "post")["413"].is_object());
+        assert_eq!(op(&doc, "/users", "post")["requestBody"]["required"], false);
+        assert!(op(&doc, "/users", "get")["requestBody"].is_null());
+        let components = &doc["components"];
+        assert!(components["schemas"]["HTTPValidationError"].is_object());
+        assert!(components["responses"]["MethodNotAllowed"]["headers"]["Allow"].is_object());
+    }
+
+    #[test]
+    fn an_empty_catalog_is_still_a_document() {
+        let mut catalog = sample();
+        catalog.routes.clear();
+        let doc = openapi(&catalog);
+        assert_eq!(doc["paths"], json!({}));
+        assert_eq!(doc["tags"], json!([]));
+    }
+}
