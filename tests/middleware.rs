@@ -291,38 +291,26 @@ fn middleware_edits_apply_without_a_restart() {
     let project = Project::new(&[("routes/index.py", "def GET(request):\n    return {}\n")]);
     let server = Server::dev(&project);
     assert!(server.get("/").headers().get("x-version").is_none());
-    project.write(
-        "middleware.py",
-        r#"
-        async def middleware(request, call_next):
-            response = await call_next(request)
-            response.headers["X-Version"] = "1"
-            return response
-        "#,
-    );
-    assert!(eventually(Duration::from_secs(10), || {
-        server
-            .get("/")
-            .headers()
-            .get("x-version")
-            .is_some_and(|v| v == "1")
-    }));
-    project.write(
-        "middleware.py",
-        r#"
-        async def middleware(request, call_next):
-            response = await call_next(request)
-            response.headers["X-Version"] = "2"
-            return response
-        "#,
-    );
-    assert!(eventually(Duration::from_secs(10), || {
-        server
-            .get("/")
-            .headers()
-            .get("x-version")
-            .is_some_and(|v| v == "2")
-    }));
+    for version in ["1", "2"] {
+        project.write(
+            "middleware.py",
+            &format!(
+                r#"
+                async def middleware(request, call_next):
+                    response = await call_next(request)
+                    response.headers["X-Version"] = "{version}"
+                    return response
+                "#
+            ),
+        );
+        assert!(eventually(Duration::from_secs(10), || {
+            server
+                .get("/")
+                .headers()
+                .get("x-version")
+                .is_some_and(|v| v == version)
+        }));
+    }
     project.remove("middleware.py");
     assert!(eventually(Duration::from_secs(10), || {
         server.get("/").headers().get("x-version").is_none()

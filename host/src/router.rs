@@ -123,16 +123,7 @@ pub async fn respond(app: &App, request: Request<Incoming>, peer: SocketAddr) ->
         method: parts.method.to_string(),
         path: parts.uri.path().to_string(),
         query: parts.uri.query().unwrap_or("").to_string(),
-        headers: parts
-            .headers
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.as_str().to_string(),
-                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                )
-            })
-            .collect(),
+        headers: header_pairs(&parts.headers),
         body: body.to_vec(),
         client: Some(peer.ip().to_string()),
     };
@@ -309,16 +300,7 @@ fn upstream(answer: Response<Body>, kept: Arc<Mutex<Option<Body>>>) -> Upstream 
     let (parts, body) = answer.into_parts();
     let head = HttpResponse {
         status: parts.status.as_u16(),
-        headers: parts
-            .headers
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.as_str().to_string(),
-                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                )
-            })
-            .collect(),
+        headers: header_pairs(&parts.headers),
         body: Vec::new(),
         host_body: true,
     };
@@ -402,6 +384,19 @@ fn from_guest(response: HttpResponse, host_body: Option<Body>) -> Result<Respons
     *built.status_mut() = status;
     *built.headers_mut() = headers;
     Ok(built)
+}
+
+/// Headers as the WIT records carry them: lower-case names, values as text.
+fn header_pairs(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.as_str().to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect()
 }
 
 fn content_length(headers: &HeaderMap) -> Option<u64> {
