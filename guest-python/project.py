@@ -73,10 +73,20 @@ def load_root(name, sources):
 def bake(files, routes, root_files):
     """Import every route in `routes` and every root file from the sources given, for the build
     snapshot."""
+    from filerouter import params  # noqa: PLC0415  (the guest's module, not project code)
+
     baked.install(files)
     for file in routes:
         path = os.path.join(ROUTES_DIR, file)
-        baked.MODULES[file] = _exec_route(path, baked.SOURCES[file].encode())
+        module = baked.MODULES[file] = _exec_route(path, baked.SOURCES[file].encode())
+        # Handlers' signatures go into the snapshot too: requests then skip `inspect`.
+        for name in ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"):
+            fn = getattr(module, name, None)
+            if callable(fn):
+                try:
+                    params.warm(fn)
+                except Exception:  # noqa: BLE001  (a bad signature is reported per request)
+                    pass
     for name, source in root_files:
         baked.ROOT_MODULES[name] = _exec_route("/project/" + name, source.encode())
 

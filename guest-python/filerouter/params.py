@@ -149,6 +149,27 @@ def type_hints(fn):
         }
 
 
+# fn -> (signature, type hints). Filled per instance in development; `filerouter build` fills it
+# for every handler and dependency before the snapshot, so production requests skip `inspect`.
+_SIGNATURES = {}
+
+
+def signature_of(fn):
+    """`(inspect.signature(fn), type_hints(fn))`, computed once per function."""
+    try:
+        found = _SIGNATURES.get(fn)
+    except TypeError:  # an unhashable callable object: nothing to remember it by
+        return inspect.signature(fn), type_hints(fn)
+    if found is None:
+        found = _SIGNATURES[fn] = (inspect.signature(fn), type_hints(fn))
+    return found
+
+
+def warm(fn):
+    """Compute the signatures of `fn` and of its dependencies now (at build time)."""
+    _names_taken(fn, set())
+
+
 def wants_request(param, hints):
     """Whether a parameter receives the `Request`: named `request` or annotated with `Request`."""
     hint = hints.get(param.name, inspect.Parameter.empty)
@@ -172,9 +193,9 @@ def _names_taken(fn, seen):
     if fn in seen:
         return set()
     seen.add(fn)
-    hints = type_hints(fn)
+    signature, hints = signature_of(fn)
     names = set()
-    for param in inspect.signature(fn).parameters.values():
+    for param in signature.parameters.values():
         names.add(param.name)
         try:
             dependency = dependency_of(param, hints)
@@ -187,8 +208,7 @@ def _names_taken(fn, seen):
 
 def check_signature(fn, path_values):
     """Raise `HandlerSignatureError` if `fn` cannot take its route's path parameters."""
-    signature = inspect.signature(fn)
-    hints = type_hints(fn)
+    signature, hints = signature_of(fn)
     params = signature.parameters
     code = getattr(fn, "__code__", None)
     where = {"filename": code.co_filename if code else None, "lineno": code.co_firstlineno if code else None}
@@ -263,9 +283,9 @@ def query_params_of(fn, path_names, seen=None):
     if fn in seen:
         return []
     seen.add(fn)
-    hints = type_hints(fn)
+    signature, hints = signature_of(fn)
     found = []
-    for param in inspect.signature(fn).parameters.values():
+    for param in signature.parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or wants_request(param, hints):
             continue
         dependency = dependency_of(param, hints)
@@ -294,8 +314,7 @@ class Resolver:
         """
         if check:
             check_signature(fn, self.path_values)
-        signature = inspect.signature(fn)
-        hints = type_hints(fn)
+        signature, hints = signature_of(fn)
         kwargs = {}
         errors = []
         for param in signature.parameters.values():
