@@ -80,10 +80,10 @@ def _default_json(default):
 def _describe(method, fn):
     summary, description, texts = docstrings.parse(inspect.getdoc(fn))
     described = []
-    hints = params.type_hints(fn)
+    signature, hints = params.signature_of(fn)
     own = [
         (p, hints)
-        for p in inspect.signature(fn).parameters.values()
+        for p in signature.parameters.values()
         if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
         and not params.wants_request(p, hints)
         and params.dependency_of(p, hints) is None

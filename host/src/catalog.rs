@@ -95,6 +95,25 @@ pub struct Statistics {
     pub methods: BTreeMap<String, usize>,
 }
 
+impl Statistics {
+    /// The counts for `routes`.
+    pub fn of(routes: &[RouteEntry]) -> Statistics {
+        let mut statistics = Statistics::default();
+        for route in routes {
+            for method in &route.methods {
+                statistics.total_routes += 1;
+                if route.dynamic {
+                    statistics.dynamic_routes += 1;
+                } else {
+                    statistics.static_routes += 1;
+                }
+                *statistics.methods.entry(method.clone()).or_default() += 1;
+            }
+        }
+        statistics
+    }
+}
+
 /// The project's name, description and version (config.py).
 #[derive(Debug, Clone, Serialize)]
 pub struct ProjectInfo {
@@ -135,21 +154,9 @@ impl Catalog {
             })
             .collect();
         routes.sort_by(|a, b| a.path.cmp(&b.path));
-        let mut statistics = Statistics::default();
-        for route in &routes {
-            for method in &route.methods {
-                statistics.total_routes += 1;
-                if route.dynamic {
-                    statistics.dynamic_routes += 1;
-                } else {
-                    statistics.static_routes += 1;
-                }
-                *statistics.methods.entry(method.clone()).or_default() += 1;
-            }
-        }
         Catalog {
+            statistics: Statistics::of(&routes),
             routes,
-            statistics,
             project: info,
         }
     }

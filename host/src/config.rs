@@ -57,6 +57,24 @@ pub struct SandboxSettings {
     pub max_body_bytes: Option<u64>,
 }
 
+impl ServerSettings {
+    /// Where to listen: the flags, else config.py, else `127.0.0.1:8000`.
+    pub fn address(&self, host: Option<String>, port: Option<u16>) -> (String, u16) {
+        (
+            host.or_else(|| self.host.clone())
+                .unwrap_or_else(|| "127.0.0.1".to_string()),
+            port.or(self.port).unwrap_or(8000),
+        )
+    }
+}
+
+impl BuildSettings {
+    /// The build cache of the project at `root`: `cache_dir` (relative to it), else `.cache`.
+    pub fn cache_dir(&self, root: &Path) -> std::path::PathBuf {
+        root.join(self.cache_dir.as_deref().unwrap_or(".cache"))
+    }
+}
+
 /// Why `config.py` could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {

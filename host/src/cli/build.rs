@@ -10,7 +10,7 @@
 
 use std::{
     fs,
-    path::{Path, PathBuf},
+    path::Path,
     time::{Instant, SystemTime},
 };
 
@@ -27,11 +27,7 @@ use crate::{
 };
 
 pub fn run(args: BuildArgs) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    runtime.block_on(build(args))
+    super::runtime()?.block_on(build(args))
 }
 
 async fn build(args: BuildArgs) -> anyhow::Result<()> {
@@ -72,7 +68,7 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
     if !(1..=9).contains(&level) {
         bail!("compression level {level} is out of range: use 1 to 9");
     }
-    let cache_dir = cache_dir(&root, &settings);
+    let cache_dir = settings.build.cache_dir(&root);
     let sandbox = boot.with_limits(settings.limits())?;
     let project = Project::load(&root, &sandbox, None).await;
     check(&project)?;
@@ -190,11 +186,6 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
         }
     );
     Ok(())
-}
-
-/// Where the cache goes: `build.cache_dir` of config.py (relative to the project), or `.cache`.
-fn cache_dir(root: &Path, settings: &Settings) -> PathBuf {
-    root.join(settings.build.cache_dir.as_deref().unwrap_or(".cache"))
 }
 
 /// Refuse to build a project with scan errors or route files that fail to import.

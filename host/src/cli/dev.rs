@@ -4,7 +4,6 @@
 //! server with hot reload.
 
 use anyhow::{Context, bail};
-use tokio::net::TcpListener;
 
 use super::ServeArgs;
 use crate::{
@@ -22,11 +21,7 @@ use crate::{
 pub const MAX_INSTANCES: u32 = 64;
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    runtime.block_on(serve(args))
+    super::runtime()?.block_on(serve(args))
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
@@ -69,14 +64,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
     }
 
-    let host = args
-        .host
-        .or(settings.server.host.clone())
-        .unwrap_or_else(|| "127.0.0.1".to_string());
-    let port = args.port.or(settings.server.port).unwrap_or(8000);
-    let listener = TcpListener::bind((host.as_str(), port))
-        .await
-        .with_context(|| format!("cannot listen on {host}:{port}"))?;
+    let listener = super::listen(&settings.server, args.host, args.port).await?;
     let address = listener.local_addr().context("no local address")?;
     print_routes(&project);
     let routes = project.routes.len();

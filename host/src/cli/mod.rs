@@ -117,9 +117,28 @@ fn cache_dir(root: &std::path::Path, flag: Option<&std::path::Path>) -> anyhow::
     if default.exists() {
         return Ok(default);
     }
-    let configured =
-        project_command::load_settings(root)?.and_then(|settings| settings.build.cache_dir);
-    Ok(configured.map_or(default, |dir| root.join(dir)))
+    Ok(project_command::load_settings(root)?
+        .map_or(default, |settings| settings.build.cache_dir(root)))
+}
+
+/// The async runtime a command runs on.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))
+}
+
+/// Listen where the flags, else config.py's `server`, else the defaults say.
+async fn listen(
+    server: &crate::config::ServerSettings,
+    host: Option<String>,
+    port: Option<u16>,
+) -> anyhow::Result<tokio::net::TcpListener> {
+    let (host, port) = server.address(host, port);
+    tokio::net::TcpListener::bind((host.as_str(), port))
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {host}:{port}: {e}"))
 }
 
 /// Parse the command line. Help asked for in a project folder also lists the project's

@@ -36,13 +36,10 @@ pub fn run(args: Vec<String>) -> anyhow::Result<ExitCode> {
             })
         );
     };
-    let host = settings
-        .server
-        .host
-        .clone()
-        .unwrap_or_else(|| "127.0.0.1".into());
-    let port = settings.server.port.unwrap_or(8000).to_string();
-    let mut command = template.replace("{host}", &host).replace("{port}", &port);
+    let (host, port) = settings.server.address(None, None);
+    let mut command = template
+        .replace("{host}", &host)
+        .replace("{port}", &port.to_string());
     for arg in rest {
         let quoted = shlex::try_quote(arg)
             .map_err(|_| anyhow::anyhow!("argument {arg:?} contains a NUL byte"))?;
@@ -87,11 +84,7 @@ pub(super) fn load_settings(root: &Path) -> anyhow::Result<Option<Settings>> {
     if !root.join("config.py").is_file() || !Project::routes_dir(root).is_dir() {
         return Ok(None);
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    runtime.block_on(async {
+    super::runtime()?.block_on(async {
         let engine = tokio::task::spawn_blocking(|| SandboxEngine::load(1))
             .await
             .context("engine setup panicked")??;

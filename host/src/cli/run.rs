@@ -7,7 +7,6 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tokio::net::TcpListener;
 
 use super::RunArgs;
 use crate::{
@@ -30,11 +29,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         .with_context(|| format!("project folder {} not found", args.project.display()))?;
     // Before the runtime starts: finding the cache may evaluate config.py, on a runtime of its own.
     let dir = super::cache_dir(&root, args.cache_dir.as_deref())?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    runtime.block_on(serve(args, root, dir))
+    super::runtime()?.block_on(serve(args, root, dir))
 }
 
 async fn serve(
@@ -75,14 +70,7 @@ async fn serve(
     let project = Project::from_cache(&opened.metadata.routes, &opened.metadata.root_files);
     let routes = project.routes.len();
 
-    let host = args
-        .host
-        .or(settings.server.host.clone())
-        .unwrap_or_else(|| "127.0.0.1".to_string());
-    let port = args.port.or(settings.server.port).unwrap_or(8000);
-    let listener = TcpListener::bind((host.as_str(), port))
-        .await
-        .with_context(|| format!("cannot listen on {host}:{port}"))?;
+    let listener = super::listen(&settings.server, args.host, args.port).await?;
     let address = listener.local_addr().context("no local address")?;
     let drain = settings.limits().timeout.min(Duration::from_secs(30)) + Duration::from_secs(1);
     let app = App::new(

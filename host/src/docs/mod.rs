@@ -134,8 +134,6 @@ fn framework_errors(path_params: &[PathParam], op: &Operation) -> Vec<(u16, &'st
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use std::collections::BTreeMap;
-
     use serde_json::json;
 
     use super::*;
@@ -256,22 +254,9 @@ pub(crate) mod tests {
                 vec![op("GET", None)],
             ),
         ];
-        let mut statistics = Statistics::default();
-        for r in &routes {
-            for m in &r.methods {
-                statistics.total_routes += 1;
-                if r.dynamic {
-                    statistics.dynamic_routes += 1;
-                } else {
-                    statistics.static_routes += 1;
-                }
-                *statistics.methods.entry(m.clone()).or_default() += 1;
-            }
-        }
-        let _: &BTreeMap<String, usize> = &statistics.methods;
         Catalog {
+            statistics: Statistics::of(&routes),
             routes,
-            statistics,
             project: ProjectInfo {
                 title: "Demo <API>".into(),
                 description: Some("A & B".into()),
