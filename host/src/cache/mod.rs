@@ -223,7 +223,7 @@ pub fn open(dir: &Path, key: Option<&CacheKey>) -> Result<Opened, CacheError> {
             found: format!(
                 "{} (guest {})",
                 manifest.filerouter_version,
-                &manifest.guest_sha256.get(..12).unwrap_or("?")
+                manifest.guest_sha256.get(..12).unwrap_or("?")
             ),
             expected: format!("{expected} (guest {})", &crate::sandbox::GUEST_SHA256[..12]),
         });

@@ -1,0 +1,29 @@
+//! `filerouter` as a library: serve a folder of Python route files as an HTTP API, every line
+//! of the Python running in a WebAssembly sandbox.
+//!
+//! A request goes: [`server`] (socket, HTTP) → [`router`] (redirect, route lookup, method,
+//! docs, [`public`] static files, 404) → [`sandbox`] (a fresh guest instance runs
+//! `middleware.py` around the handler) → back through [`router`]. [`routes`] turns the
+//! `routes/` folder into a route table; [`project`] asks the guest what each route file
+//! defines; [`catalog`] describes the API for [`docs`]; [`kv`] is the state that outlives a
+//! request; [`reload`] keeps it all current in `dev`; [`cli`] has one module per command.
+//!
+//! The binary (`main.rs`) is a thin entry point over [`cli`]; the library form exists so that
+//! the fuzz targets in `fuzz/` and the benchmarks can reach the parsers directly.
+
+pub mod app;
+pub mod cache;
+pub mod catalog;
+pub mod cli;
+pub mod config;
+pub mod docs;
+pub mod error_page;
+pub mod kv;
+pub mod logging;
+pub mod project;
+pub mod public;
+pub mod reload;
+pub mod router;
+pub mod routes;
+pub mod sandbox;
+pub mod server;
