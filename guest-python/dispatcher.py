@@ -16,6 +16,7 @@ import pipeline
 import preload  # noqa: F401  (puts the standard library set into the snapshot)
 import project
 import settings
+import wit_text
 from componentize_py_types import Err
 from filerouter import params
 from filerouter.exceptions import NoHandlerError
@@ -97,29 +98,34 @@ def _describe(method, fn):
             HandlerParam(
                 name=param.name,
                 kind=params.kind_of(hint),
-                choices=[str(m.value) for m in enum_cls] if enum_cls else [],
+                choices=[wit_text.safe(m.value) for m in enum_cls] if enum_cls else [],
                 has_default=param.default is not inspect.Parameter.empty,
                 default_json=_default_json(param.default),
-                description=texts.get(param.name),
+                description=wit_text.safe(texts.get(param.name)),
             )
         )
     return HandlerInfo(
         method=method,
         is_async=inspect.iscoroutinefunction(fn),
-        doc=inspect.getdoc(fn),
-        summary=summary,
-        description=description,
+        doc=wit_text.safe(inspect.getdoc(fn)),
+        summary=wit_text.safe(summary),
+        description=wit_text.safe(description),
         params=described,
     )
 
 
 def _to_wit(response):
     status = response.status_code
-    if not isinstance(status, int) or not 100 <= status <= 599:
-        raise ValueError(f"invalid HTTP status code {status!r}: use an integer from 100 to 599")
+    # A 1xx is informational (RFC 9110): it can never be a handler's final answer.
+    if isinstance(status, bool) or not isinstance(status, int) or not 200 <= status <= 599:
+        raise ValueError(f"invalid HTTP status code {status!r}: use an integer from 200 to 599")
     host_body = bool(getattr(response, "host_body", False))
     body = b"" if host_body else bytes(response.body)
-    return HttpResponse(status=status, headers=response.headers.items(), body=body, host_body=host_body)
+    headers = [
+        (wit_text.require(k, "a response header name"), wit_text.require(v, f"the response header {k!r}"))
+        for k, v in response.headers.items()
+    ]
+    return HttpResponse(status=status, headers=headers, body=body, host_body=host_body)
 
 
 class Guest(exports.Guest):

@@ -17,6 +17,7 @@ import inspect
 
 import pages
 import project
+import wit_text
 from filerouter import params
 from filerouter.eventloop import SandboxEventLoop
 from filerouter.exceptions import (
@@ -136,11 +137,12 @@ def _response_of(result, fn):
 
 
 def _to_wit_request(request):
+    safe = wit_text.safe
     return HttpRequest(
-        method=request.method,
-        path=request.raw_path,
-        query=request.query_string,
-        headers=request.headers.items(),
+        method=safe(request.method),
+        path=safe(request.raw_path),
+        query=safe(request.query_string),
+        headers=[(safe(k), safe(v)) for k, v in request.headers.items()],
         body=request._body,
-        client=request.client,
+        client=safe(request.client),
     )

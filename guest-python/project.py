@@ -14,6 +14,7 @@ import types
 
 import baked
 import preload
+import wit_text
 
 from wit_world.imports.types import Frame, ProjectError
 
@@ -176,12 +177,14 @@ def error_report(exc):
         message = getattr(exc, "msg", message)
     elif frames:
         file, line = frames[-1].file, frames[-1].line
+    # Messages and tracebacks may quote text that is not Unicode (a lone surrogate): escape it.
+    safe = wit_text.safe
     return ProjectError(
-        kind=type(exc).__name__,
-        message=message,
-        file=file,
+        kind=safe(type(exc).__name__),
+        message=safe(message),
+        file=safe(file),
         line=line,
-        frames=frames,
-        traceback="".join(traceback.format_exception(exc)),
-        suggestions=suggestions_for(exc),
+        frames=[Frame(file=safe(f.file), line=f.line, function=safe(f.function)) for f in frames],
+        traceback=safe("".join(traceback.format_exception(exc))),
+        suggestions=[safe(s) for s in suggestions_for(exc)],
     )

@@ -19,11 +19,35 @@ SCHEMA = {
     "title": str,
     "description": str,
     "version": str,
-    "server": {"host": str, "port": int, "workers": int},
+    "server": {
+        "host": str,
+        "port": int,
+        "workers": int,
+        "max_connections": int,
+        "header_timeout_s": (int, float),
+        "body_timeout_s": (int, float),
+        "max_buffered_body_bytes": int,
+    },
     "logging": {"level": str, "production_level": str},
     "build": {"cache_dir": str, "compression_level": int},
     "commands": "commands",
     "sandbox": {"memory_mb": int, "timeout_s": (int, float), "max_body_bytes": int},
+}
+
+
+# (setting, key) -> (lowest, highest, whether the lowest itself is allowed). The host reads
+# these into unsigned or positive types: a value out of range is refused here, with its line.
+RANGES = {
+    ("server", "port"): (0, 65535, True),
+    ("server", "workers"): (1, 4096, True),
+    ("server", "max_connections"): (1, 1_000_000, True),
+    ("server", "header_timeout_s"): (0, 3600, False),
+    ("server", "body_timeout_s"): (0, 86400, False),
+    ("server", "max_buffered_body_bytes"): (1024, 2**63 - 1, True),
+    ("build", "compression_level"): (1, 9, True),
+    ("sandbox", "memory_mb"): (1, 1 << 20, True),
+    ("sandbox", "timeout_s"): (0, 86400, False),
+    ("sandbox", "max_body_bytes"): (0, 2**63 - 1, True),
 }
 
 
@@ -98,12 +122,15 @@ def evaluate(source):
                 f"'logging['{key}']' must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL, not {level!r}",
                 lines.get("logging", 1),
             )
-    server = result.get("server", {})
-    port = server.get("port")
-    if port is not None and not 0 <= port <= 65535:
-        raise ConfigError("'server['port']' must be from 0 to 65535", lines.get("server", 1))
-    build = result.get("build", {})
-    level = build.get("compression_level")
-    if level is not None and not 1 <= level <= 9:
-        raise ConfigError("'build['compression_level']' must be from 1 to 9", lines.get("build", 1))
+    for (name, key), (low, high, low_allowed) in RANGES.items():
+        value = result.get(name, {}).get(key)
+        if value is None:
+            continue
+        above = value >= low if low_allowed else value > low
+        if not (above and value <= high):  # also refuses NaN
+            bound = "from" if low_allowed else "more than"
+            raise ConfigError(
+                f"'{name}['{key}']' must be {bound} {low} and at most {high}, not {value!r}",
+                lines.get(name, 1),
+            )
     return json.dumps(result)

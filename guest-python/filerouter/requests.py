@@ -3,6 +3,9 @@
 import json as _json
 from urllib.parse import parse_qsl, unquote
 
+import wit_text
+from filerouter.exceptions import HTTPException
+
 
 class Headers:
     """Read-only, case-insensitive view of HTTP headers; repeated names keep every value."""
@@ -140,7 +143,13 @@ class Request:
         return self._body
 
     async def json(self):
-        return _json.loads(self._body)
+        value = _json.loads(self._body)
+        # JSON may escape a lone surrogate ("\udc80"); such text cannot be sent on anywhere.
+        if b"\\u" in self._body and wit_text.find_in(value) is not None:
+            raise HTTPException(
+                400, "The JSON body holds a lone surrogate (a \\uD800-\\uDFFF escape that is not part of a pair)"
+            )
+        return value
 
     def __repr__(self):
         return f"Request({self.method} {self.url})"

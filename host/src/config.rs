@@ -8,7 +8,10 @@ use std::{collections::BTreeMap, path::Path, time::Duration};
 
 use serde::{Deserialize, Serialize};
 
-use crate::sandbox::{Limits, ProjectError, Sandbox, SandboxError};
+use crate::{
+    regular_file::{self, FileError},
+    sandbox::{Limits, ProjectError, Sandbox, SandboxError},
+};
 
 /// Everything `config.py` may set (DECISIONS.md, "Project files"). Absent means default.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
@@ -33,6 +36,14 @@ pub struct ServerSettings {
     pub host: Option<String>,
     pub port: Option<u16>,
     pub workers: Option<u32>,
+    /// Open connections at once (see `server::ServerLimits`).
+    pub max_connections: Option<u32>,
+    /// Seconds to send a request head; also the keep-alive idle time.
+    pub header_timeout_s: Option<f64>,
+    /// Seconds to send a request body.
+    pub body_timeout_s: Option<f64>,
+    /// Request bodies held in memory at once, across all requests.
+    pub max_buffered_body_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
@@ -82,27 +93,38 @@ pub enum ConfigError {
     Project(Box<ProjectError>),
     #[error("config.py: {0}")]
     Invalid(String),
-    #[error("config.py: cannot read: {0}")]
-    Read(String),
+    #[error(transparent)]
+    Read(crate::regular_file::FileError),
     #[error("config.py: {0}")]
     Sandbox(SandboxError),
 }
 
 impl Settings {
-    /// Evaluate `root/config.py` in the sandbox; no file means all defaults.
+    /// Evaluate `root/config.py` in the sandbox; no file means all defaults. The file is read
+    /// on a blocking thread, and only if it is a regular file of a sane size.
     pub async fn load(sandbox: &Sandbox, root: &Path) -> Result<Settings, ConfigError> {
         let path = root.join("config.py");
-        let source = match std::fs::read_to_string(&path) {
+        let read = tokio::task::spawn_blocking(move || {
+            regular_file::read_to_string(&path, regular_file::MAX_SOURCE_BYTES)
+        })
+        .await
+        .map_err(|e| ConfigError::Invalid(format!("reading config.py failed: {e}")))?;
+        let source = match read {
             Ok(source) => source,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Settings::default()),
-            Err(e) => return Err(ConfigError::Read(e.to_string())),
+            Err(FileError::NotFound(_)) => return Ok(Settings::default()),
+            Err(e) => return Err(ConfigError::Read(e)),
         };
         let json = sandbox.load_config(&source).await.map_err(|e| match e {
             SandboxError::Project(error) => ConfigError::Project(error),
             other => ConfigError::Sandbox(other),
         })?;
-        let settings: Settings =
-            serde_json::from_str(&json).map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        // The guest checked names, types and ranges with their lines; this is a backstop, and
+        // the JSON's own line and column would mean nothing to the user.
+        let settings: Settings = serde_json::from_str(&json).map_err(|e| {
+            let text = e.to_string();
+            let reason = text.split(" at line ").next().unwrap_or(&text);
+            ConfigError::Invalid(format!("a setting has a value out of range: {reason}"))
+        })?;
         settings.validate()?;
         Ok(settings)
     }

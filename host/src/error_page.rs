@@ -308,7 +308,11 @@ static THEME: LazyLock<Option<Theme>> =
 
 /// The lines around `line` of `file`, numbered, Python-highlighted, the failing line marked.
 fn snippet(root: &Path, file: &str, line: u32) -> String {
-    let Ok(source) = std::fs::read_to_string(root.join(file)) else {
+    // Only a regular file of a sane size: the name came from the guest's traceback.
+    let path = root.join(file);
+    let Ok(source) =
+        crate::regular_file::read_to_string(&path, crate::regular_file::MAX_SOURCE_BYTES)
+    else {
         return String::new();
     };
     let line = line as usize;

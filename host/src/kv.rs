@@ -17,7 +17,14 @@ pub struct Bounds {
     pub max_keys: usize,
     pub max_key_bytes: usize,
     pub max_value_bytes: usize,
+    /// Keys and values of all entries together (each entry also counts [`ENTRY_OVERHEAD`]).
+    pub max_total_bytes: usize,
+    /// The longest time to live.
+    pub max_ttl: Duration,
 }
+
+/// What one entry costs beyond its key and value, for [`Bounds::max_total_bytes`].
+pub const ENTRY_OVERHEAD: usize = 64;
 
 impl Default for Bounds {
     fn default() -> Self {
@@ -25,6 +32,8 @@ impl Default for Bounds {
             max_keys: 100_000,
             max_key_bytes: 1024,
             max_value_bytes: 1024 * 1024,
+            max_total_bytes: 64 * 1024 * 1024,
+            max_ttl: Duration::from_secs(10 * 365 * 24 * 3600),
         }
     }
 }
@@ -38,6 +47,10 @@ pub enum KvError {
     ValueTooLarge(usize),
     #[error("the kv store is full ({0} keys); delete keys or give them a ttl")]
     Full(usize),
+    #[error("the kv store is full ({0} bytes of keys and values); delete keys or give them a ttl")]
+    FullBytes(usize),
+    #[error("a kv ttl is at most {0} seconds")]
+    TtlTooLong(u64),
     #[error("the value under this key is not an integer")]
     NotAnInteger,
     #[error("integer overflow")]
@@ -55,10 +68,47 @@ impl Entry {
     }
 }
 
+fn cost(key: &str, value: &str) -> usize {
+    key.len() + value.len() + ENTRY_OVERHEAD
+}
+
+/// The entries and what they cost together.
+#[derive(Default)]
+struct Entries {
+    map: HashMap<String, Entry>,
+    bytes: usize,
+}
+
+impl Entries {
+    fn remove(&mut self, key: &str) -> Option<Entry> {
+        let entry = self.map.remove(key)?;
+        self.bytes -= cost(key, &entry.value);
+        Some(entry)
+    }
+
+    fn insert(&mut self, key: &str, entry: Entry) {
+        self.remove(key);
+        self.bytes += cost(key, &entry.value);
+        self.map.insert(key.to_string(), entry);
+    }
+
+    fn drop_expired(&mut self, now: Instant) {
+        let mut freed = 0;
+        self.map.retain(|key, entry| {
+            let live = entry.live(now);
+            if !live {
+                freed += cost(key, &entry.value);
+            }
+            live
+        });
+        self.bytes -= freed;
+    }
+}
+
 /// One project's store.
 pub struct KvStore {
     bounds: Bounds,
-    entries: Mutex<HashMap<String, Entry>>,
+    entries: Mutex<Entries>,
 }
 
 impl Default for KvStore {
@@ -71,11 +121,11 @@ impl KvStore {
     pub fn new(bounds: Bounds) -> Self {
         Self {
             bounds,
-            entries: Mutex::new(HashMap::new()),
+            entries: Mutex::new(Entries::default()),
         }
     }
 
-    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+    fn entries(&self) -> std::sync::MutexGuard<'_, Entries> {
         // A panic while holding the lock cannot leave an entry half-written: recover the map.
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -84,7 +134,7 @@ impl KvStore {
     pub fn get(&self, key: &str) -> Option<String> {
         let now = Instant::now();
         let mut entries = self.entries();
-        match entries.get(key) {
+        match entries.map.get(key) {
             Some(entry) if entry.live(now) => Some(entry.value.clone()),
             Some(_) => {
                 entries.remove(key);
@@ -101,15 +151,10 @@ impl KvStore {
             return Err(KvError::ValueTooLarge(self.bounds.max_value_bytes));
         }
         let now = Instant::now();
+        let expires = self.expiry(now, ttl)?;
         let mut entries = self.entries();
-        self.make_room(&mut entries, key, now)?;
-        entries.insert(
-            key.to_string(),
-            Entry {
-                value,
-                expires: ttl.map(|t| now + t),
-            },
-        );
+        self.make_room(&mut entries, key, cost(key, &value), now)?;
+        entries.insert(key, Entry { value, expires });
         Ok(())
     }
 
@@ -127,7 +172,7 @@ impl KvStore {
         self.check_key(key)?;
         let now = Instant::now();
         let mut entries = self.entries();
-        let current = match entries.get(key) {
+        let current = match entries.map.get(key) {
             Some(entry) if entry.live(now) => Some(
                 entry
                     .value
@@ -140,21 +185,16 @@ impl KvStore {
         let value = current
             .unwrap_or(0)
             .checked_add(by)
-            .ok_or(KvError::Overflow)?;
-        match entries.get_mut(key) {
-            Some(entry) if current.is_some() => entry.value = value.to_string(),
-            _ => {
-                self.make_room(&mut entries, key, now)?;
-                entries.insert(
-                    key.to_string(),
-                    Entry {
-                        value: value.to_string(),
-                        expires: ttl.map(|t| now + t),
-                    },
-                );
-            }
-        }
-        Ok(value)
+            .ok_or(KvError::Overflow)?
+            .to_string();
+        let expires = match current {
+            Some(_) => entries.map.get(key).and_then(|entry| entry.expires),
+            None => self.expiry(now, ttl)?,
+        };
+        self.make_room(&mut entries, key, cost(key, &value), now)?;
+        let sum = value.parse().map_err(|_| KvError::Overflow)?;
+        entries.insert(key, Entry { value, expires });
+        Ok(sum)
     }
 
     fn check_key(&self, key: &str) -> Result<(), KvError> {
@@ -164,22 +204,41 @@ impl KvStore {
         Ok(())
     }
 
-    /// Make sure a new `key` fits: drop expired entries when the store is full.
+    fn expiry(&self, now: Instant, ttl: Option<Duration>) -> Result<Option<Instant>, KvError> {
+        let Some(ttl) = ttl else {
+            return Ok(None);
+        };
+        let too_long = KvError::TtlTooLong(self.bounds.max_ttl.as_secs());
+        if ttl > self.bounds.max_ttl {
+            return Err(too_long);
+        }
+        now.checked_add(ttl).map(Some).ok_or(too_long)
+    }
+
+    /// Make sure `key` can hold an entry costing `cost`: drop expired entries when the store
+    /// would be full (in keys or in bytes).
     fn make_room(
         &self,
-        entries: &mut HashMap<String, Entry>,
+        entries: &mut Entries,
         key: &str,
+        cost_of_new: usize,
         now: Instant,
     ) -> Result<(), KvError> {
-        if entries.len() < self.bounds.max_keys || entries.contains_key(key) {
+        let check = |entries: &Entries| {
+            let old = entries.map.get(key).map(|e| cost(key, &e.value));
+            if old.is_none() && entries.map.len() >= self.bounds.max_keys {
+                return Err(KvError::Full(self.bounds.max_keys));
+            }
+            if entries.bytes - old.unwrap_or(0) + cost_of_new > self.bounds.max_total_bytes {
+                return Err(KvError::FullBytes(self.bounds.max_total_bytes));
+            }
+            Ok(())
+        };
+        if check(entries).is_ok() {
             return Ok(());
         }
-        entries.retain(|_, entry| entry.live(now));
-        if entries.len() < self.bounds.max_keys {
-            Ok(())
-        } else {
-            Err(KvError::Full(self.bounds.max_keys))
-        }
+        entries.drop_expired(now);
+        check(entries)
     }
 }
 
@@ -218,6 +277,7 @@ mod tests {
             max_keys: 2,
             max_key_bytes: 4,
             max_value_bytes: 8,
+            ..Bounds::default()
         });
         assert_eq!(
             kv.set("toolong", "1".into(), None),
@@ -236,5 +296,48 @@ mod tests {
         assert_eq!(kv.set("d", "1".into(), None), Err(KvError::Full(2)));
         // Overwriting an existing key needs no room.
         assert_eq!(kv.set("b", "2".into(), None), Ok(()));
+    }
+
+    #[test]
+    fn total_bytes_are_bounded_and_given_back() {
+        let kv = KvStore::new(Bounds {
+            max_total_bytes: 3 * (ENTRY_OVERHEAD + 101),
+            ..Bounds::default()
+        });
+        let value = "x".repeat(100);
+        for key in ["a", "b", "c"] {
+            kv.set(key, value.clone(), None).unwrap();
+        }
+        assert_eq!(
+            kv.set("d", value.clone(), None),
+            Err(KvError::FullBytes(3 * (ENTRY_OVERHEAD + 101)))
+        );
+        // Replacing a value counts only the difference.
+        assert_eq!(kv.set("a", value.clone(), None), Ok(()));
+        assert!(kv.delete("b"));
+        assert_eq!(kv.set("d", value.clone(), None), Ok(()));
+        // Expired entries make room for bytes too.
+        kv.set("b", "1".into(), Some(Duration::from_millis(1)))
+            .unwrap_err();
+        assert!(kv.delete("c"));
+        kv.set("e", value.clone(), Some(Duration::from_millis(1)))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(kv.set("f", value, None), Ok(()));
+    }
+
+    #[test]
+    fn huge_ttls_are_refused_not_a_panic() {
+        let kv = KvStore::default();
+        let max = Bounds::default().max_ttl.as_secs();
+        assert_eq!(
+            kv.set("k", "1".into(), Some(Duration::from_millis(u64::MAX))),
+            Err(KvError::TtlTooLong(max))
+        );
+        assert_eq!(
+            kv.incr("n", 1, Some(Duration::from_millis(u64::MAX))),
+            Err(KvError::TtlTooLong(max))
+        );
+        assert_eq!(kv.incr("n", 1, Some(Duration::from_secs(60))), Ok(1));
     }
 }

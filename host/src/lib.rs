@@ -1,9 +1,12 @@
 //! `filerouter` as a library: serve a folder of Python route files as an HTTP API, every line
 //! of the Python running in a WebAssembly sandbox.
 //!
-//! A request goes: [`server`] (socket, HTTP) → [`router`] (redirect, route lookup, method,
+//! A request goes: [`server`] (socket, HTTP, connection bounds) → [`http_checks`] (RFC 9112
+//! refusals) → [`router`] (redirect, route lookup, method,
 //! docs, [`public`] static files, 404) → [`sandbox`] (a fresh guest instance runs
-//! `middleware.py` around the handler) → back through [`router`]. [`routes`] turns the
+//! `middleware.py` around the handler, after [`request_body`] read the body within its
+//! bounds) → back through [`router`]. [`regular_file`] reads every file a project holds
+//! without trusting its kind or size. [`routes`] turns the
 //! `routes/` folder into a route table; [`project`] asks the guest what each route file
 //! defines; [`catalog`] describes the API for [`docs`]; [`kv`] is the state that outlives a
 //! request; [`reload`] keeps it all current in `dev`; [`cli`] has one module per command.
@@ -18,11 +21,14 @@ pub mod cli;
 pub mod config;
 pub mod docs;
 pub mod error_page;
+pub mod http_checks;
 pub mod kv;
 pub mod logging;
 pub mod project;
 pub mod public;
+pub mod regular_file;
 pub mod reload;
+pub mod request_body;
 pub mod router;
 pub mod routes;
 pub mod sandbox;

@@ -15,6 +15,7 @@ use tokio::task::JoinSet;
 
 use crate::{
     cache::CachedRoute,
+    regular_file,
     routes::{
         Pattern,
         scan::{self, RouteFile, ScanError},
@@ -78,21 +79,23 @@ impl RootFiles {
     /// The names of the root files a project may have.
     pub const NAMES: [&'static str; 3] = ["middleware.py", "docs.py", "not-found.py"];
 
-    /// Read the root files of the project at `root`. A file that cannot be read as UTF-8 text
-    /// is passed on as an empty source named as it is, so that the guest reports it.
+    /// Read the root files of the project at `root` (blocking: call it off the async threads).
+    /// A file that cannot be read (not UTF-8 text, too large, a FIFO) is passed on as a source
+    /// that raises an `ImportError` saying why, so that the guest reports it.
     pub fn read(root: &Path) -> RootFiles {
         let mut files = RootFiles::default();
         for name in Self::NAMES {
             let path = root.join(name);
-            if !path.is_file() {
+            if !path.exists() {
                 continue;
             }
-            let source = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-                format!(
-                    "raise ImportError({:?})\n",
-                    format!("cannot read {name}: {e}")
-                )
-            });
+            let source = regular_file::read_to_string(&path, regular_file::MAX_SOURCE_BYTES)
+                .unwrap_or_else(|e| {
+                    format!(
+                        "raise ImportError({:?})\n",
+                        format!("cannot read {name}: {e}")
+                    )
+                });
             files.present.push(name.to_string());
             files.sources.push((name.to_string(), source));
         }
@@ -141,7 +144,20 @@ impl Project {
     /// Scan and inspect the project at `root`, reusing `previous`'s inspections of unchanged files.
     pub async fn load(root: &Path, sandbox: &Sandbox, previous: Option<&Project>) -> Project {
         let routes_dir = Self::routes_dir(root);
-        let scan = scan::scan(&routes_dir);
+        // The scan and the root files touch the file system: off the async threads.
+        let (scan, root_files) = {
+            let (routes_dir, root) = (routes_dir.clone(), root.to_path_buf());
+            tokio::task::spawn_blocking(move || (scan::scan(&routes_dir), RootFiles::read(&root)))
+                .await
+                .unwrap_or_else(|e| {
+                    let mut failed = scan::Scan::default();
+                    failed.errors.push(ScanError::Io {
+                        path: "routes/".into(),
+                        reason: format!("the scan failed: {e}"),
+                    });
+                    (failed, RootFiles::default())
+                })
+        };
         let (table, mut table_errors) = RouteTable::build(&scan.routes);
         let mut scan_errors = scan.errors;
         scan_errors.append(&mut table_errors);
@@ -205,7 +221,7 @@ impl Project {
             routes,
             table,
             scan_errors,
-            root_files: RootFiles::read(root),
+            root_files,
         }
     }
 }

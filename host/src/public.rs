@@ -4,12 +4,18 @@
 //! strings: `..`, absolute paths and symlinks that lead outside `public/` cannot be opened.
 //! Names starting with `.` are never served. Responses carry a content type from the file
 //! name, `ETag` and `Last-Modified`, answer conditional requests with 304, and stream the file
-//! rather than read it into memory. This module does not decide *when* a static file is
+//! rather than read it into memory. Only regular files are served: a file is opened with
+//! `O_NONBLOCK` (a FIFO never blocks the open) and checked with `fstat` before anything is read,
+//! so a FIFO, a device or a symlink to one is a 404. [`serve`] blocks on the file system: the
+//! router calls it on a blocking thread. This module does not decide *when* a static file is
 //! served (that is the router's job) and runs no project code.
 
 use std::{path::Path, time::SystemTime};
 
-use cap_std::{ambient_authority, fs::Dir};
+use cap_std::{
+    ambient_authority,
+    fs::{Dir, OpenOptions, OpenOptionsExt},
+};
 use futures_util::TryStreamExt;
 use http_body_util::{BodyExt, StreamBody};
 use hyper::{
@@ -30,8 +36,7 @@ const CHUNK: usize = 64 * 1024;
 pub fn serve(root: &Path, path: &str, headers: &HeaderMap, head: bool) -> Option<Response<Body>> {
     let relative = relative_path(path)?;
     let dir = Dir::open_ambient_dir(root.join("public"), ambient_authority()).ok()?;
-    let (file, relative) = open_file(&dir, &relative)?;
-    let meta = file.metadata().ok()?;
+    let (file, meta, relative) = open_file(&dir, &relative)?;
     let modified = meta.modified().ok().map(|t| t.into_std());
     let etag = etag(meta.len(), modified);
 
@@ -77,7 +82,7 @@ pub fn serve(root: &Path, path: &str, headers: &HeaderMap, head: bool) -> Option
 /// The request path as a relative path inside `public/`, or `None` if it cannot name a file
 /// there: every segment percent-decoded once, and none may be empty, `.`/`..`, hidden, or hold
 /// a separator or NUL after decoding.
-fn relative_path(path: &str) -> Option<String> {
+pub fn relative_path(path: &str) -> Option<String> {
     let trimmed = path.strip_prefix('/')?;
     if trimmed.is_empty() {
         return Some(String::new());
@@ -98,24 +103,33 @@ fn relative_path(path: &str) -> Option<String> {
 }
 
 /// Open `relative` in `dir`; a folder serves its `index.html`. cap-std refuses anything that
-/// would leave `dir`, symlinks included.
-fn open_file(dir: &Dir, relative: &str) -> Option<(cap_std::fs::File, String)> {
+/// would leave `dir`, symlinks included; anything but a regular file is passed over.
+fn open_file(
+    dir: &Dir,
+    relative: &str,
+) -> Option<(cap_std::fs::File, cap_std::fs::Metadata, String)> {
     let candidates = if relative.is_empty() {
         vec!["index.html".to_string()]
     } else {
         vec![relative.to_string(), format!("{relative}/index.html")]
     };
+    let mut options = OpenOptions::new();
+    options
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
     for candidate in candidates {
-        if let Ok(file) = dir.open(&candidate)
-            && file.metadata().is_ok_and(|m| m.is_file())
+        if let Ok(file) = dir.open_with(&candidate, &options)
+            && let Ok(meta) = file.metadata()
+            && meta.is_file()
         {
-            return Some((file, candidate));
+            return Some((file, meta, candidate));
         }
     }
     None
 }
 
-fn etag(len: u64, modified: Option<SystemTime>) -> String {
+/// The `ETag` of a file of `len` bytes modified at `modified`.
+pub fn etag(len: u64, modified: Option<SystemTime>) -> String {
     let nanos = modified
         .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
         .map(|d| d.as_nanos())
@@ -125,7 +139,7 @@ fn etag(len: u64, modified: Option<SystemTime>) -> String {
 
 /// Whether the client's copy is current: `If-None-Match` decides when present, else
 /// `If-Modified-Since` (to the second).
-fn not_modified(headers: &HeaderMap, etag: &str, modified: Option<SystemTime>) -> bool {
+pub fn not_modified(headers: &HeaderMap, etag: &str, modified: Option<SystemTime>) -> bool {
     if let Some(value) = headers.get(header::IF_NONE_MATCH) {
         let Ok(value) = value.to_str() else {
             return false;

@@ -3,10 +3,14 @@
 //! File events are debounced briefly, then the project is rescanned; only route files whose
 //! size or modification time changed are inspected again. An edit of `config.py` is evaluated
 //! again; a broken one keeps the last good settings and reports the error.
+//!
+//! The watcher never follows symbolic links: a link under `public/` or `routes/_lib/` to `/`
+//! or `/usr` adds no watches (it would add one per folder of the whole tree, and fail on
+//! folders the server may not read).
 
 use std::{path::Path, time::Duration};
 
-use notify::{Event, RecommendedWatcher, RecursiveMode, Watcher};
+use notify::{Config, Event, RecommendedWatcher, RecursiveMode, Watcher};
 
 use crate::{
     app::{App, Loaded},
@@ -22,7 +26,7 @@ const DEBOUNCE: Duration = Duration::from_millis(40);
 pub fn watch(app: App) -> notify::Result<RecommendedWatcher> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<bool>();
     let root = app.root.clone();
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<Event>| {
+    let handler = move |event: notify::Result<Event>| {
         if let Ok(event) = event
             && !event.kind.is_access()
         {
@@ -39,7 +43,9 @@ pub fn watch(app: App) -> notify::Result<RecommendedWatcher> {
                 let _ = tx.send(config);
             }
         }
-    })?;
+    };
+    let mut watcher =
+        RecommendedWatcher::new(handler, Config::default().with_follow_symlinks(false))?;
     watcher.watch(&app.root, RecursiveMode::Recursive)?;
     tokio::spawn(async move {
         while let Some(mut config_changed) = rx.recv().await {

@@ -7,15 +7,19 @@
 //! inside `middleware.py` when the project has one. What the host answers itself (redirect,
 //! 405, static file, docs, 404) goes straight out without middleware, or, with middleware, is
 //! handed to the guest's `call_next` through the `upstream` service; its body stays here.
-//! Body size limits give 413; sandbox limits become 504 and 500.
+//! The body is read whole within the bounds of [`request_body`] (413, 408, 503); sandbox
+//! limits become 504 and 500.
+//!
+//! [`request_body`]: crate::request_body
 
 use std::{
     net::SocketAddr,
     sync::{Arc, Mutex},
+    time::Duration,
 };
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited, combinators::BoxBody};
+use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::{
     HeaderMap, Method, Request, Response, StatusCode,
     body::Incoming,
@@ -27,6 +31,7 @@ use crate::{
     app::{App, Loaded, Mode},
     error_page::{self, Failure, RequestInfo},
     public,
+    request_body::{self, BodyBudget},
     routes::table::Captured,
     sandbox::{
         HttpRequest, HttpResponse, PageTarget, ParamValue, PathParam, RouteTarget, SandboxError,
@@ -49,8 +54,14 @@ pub fn empty_body() -> Body {
     full(Bytes::new())
 }
 
-/// Answer one request.
-pub async fn respond(app: &App, request: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
+/// Answer one request; its body is read within `budget` and `body_timeout`.
+pub async fn respond(
+    app: &App,
+    request: Request<Incoming>,
+    peer: SocketAddr,
+    budget: &BodyBudget,
+    body_timeout: Duration,
+) -> Response<Body> {
     let loaded = app.current();
     let (parts, body) = request.into_parts();
     let accept_html = error_page::accepts_html(&parts.headers);
@@ -93,7 +104,7 @@ pub async fn respond(app: &App, request: Request<Incoming>, peer: SocketAddr) ->
         );
     }
 
-    let target = match decide(app, &loaded, &parts, &mut info) {
+    let target = match decide(app, &loaded, &parts, &mut info).await {
         Ok(target) => target,
         Err(failure) => return fail(&failure, &info),
     };
@@ -104,27 +115,22 @@ pub async fn respond(app: &App, request: Request<Incoming>, peer: SocketAddr) ->
         Decided::Guest(target) => (target, None),
     };
 
-    // The guest runs: it gets the whole body, within the limit.
+    // The guest runs: it gets the whole body, within the limits; `held` keeps the body's
+    // share of the budget until the answer is ready.
     let max_body = loaded.sandbox.limits().max_body_bytes;
-    if content_length(&parts.headers).is_some_and(|n| n > max_body as u64) {
-        return too_large();
-    }
-    let body = match Limited::new(body, max_body).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => return too_large(),
-        Err(_) => {
-            return json(
-                StatusCode::BAD_REQUEST,
-                r#"{"detail":"Could not read the request body"}"#,
-            );
-        }
-    };
+    let mut held = request_body::Held::default();
+    let declared = content_length(&parts.headers);
+    let body =
+        match request_body::read(body, declared, max_body, body_timeout, budget, &mut held).await {
+            Ok(body) => body,
+            Err(refused) => return refused.response(),
+        };
     let guest_request = HttpRequest {
         method: parts.method.to_string(),
         path: parts.uri.path().to_string(),
         query: parts.uri.query().unwrap_or("").to_string(),
         headers: header_pairs(&parts.headers),
-        body: body.to_vec(),
+        body: Vec::from(body),
         client: Some(peer.ip().to_string()),
     };
 
@@ -171,7 +177,7 @@ enum Decided {
     Guest(Target),
 }
 
-fn decide(
+async fn decide(
     app: &App,
     loaded: &Loaded,
     parts: &Parts,
@@ -263,15 +269,15 @@ fn decide(
             return Ok(Decided::Host(json(StatusCode::OK, document)));
         }
     }
-    if readable
-        && let Some(response) = public::serve(
-            &app.root,
-            path,
-            &parts.headers,
-            parts.method == Method::HEAD,
-        )
-    {
-        return Ok(Decided::Host(response));
+    if readable {
+        // File system work (open, fstat) runs on a blocking thread, never on this one.
+        let (root, path, headers) = (app.root.clone(), path.to_string(), parts.headers.clone());
+        let head = parts.method == Method::HEAD;
+        let found =
+            tokio::task::spawn_blocking(move || public::serve(&root, &path, &headers, head));
+        if let Ok(Some(response)) = found.await {
+            return Ok(Decided::Host(response));
+        }
     }
     if project.root_files.has("not-found.py") {
         return Ok(Decided::Guest(page(
@@ -334,18 +340,32 @@ fn sandbox_failure(loaded: &Loaded, error: SandboxError) -> Failure {
             failure.json_detail = Some(serde_json::json!({"detail": "Handler timed out"}));
             failure
         }
-        SandboxError::Trap(trap) => {
+        SandboxError::MemoryCap(trap) => {
             let limits = loaded.sandbox.limits();
             Failure::simple(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "SandboxLimit",
-                &format!("the sandbox stopped the handler: {trap}"),
+                &format!("the sandbox stopped the handler at its memory cap: {trap}"),
                 vec![format!(
                     "If the handler needs more memory, raise `sandbox = {{\"memory_mb\": ...}}` in config.py (now {})",
                     limits.memory_bytes / (1024 * 1024)
                 )],
             )
         }
+        SandboxError::Trap(trap) => Failure::simple(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "SandboxTrap",
+            &format!("the guest runtime stopped the handler: {trap}"),
+            vec![
+                "The Python runtime aborted (`os.abort()`, a failed assertion in the runtime or a crash), not a sandbox limit: look at what the handler did last".into(),
+            ],
+        ),
+        SandboxError::Exited(code) => Failure::simple(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "SandboxExit",
+            &format!("the handler ended its sandbox instance with exit status {code} (`os._exit`)"),
+            vec!["Return a response or raise an exception (`HTTPException`) instead of exiting".into()],
+        ),
         other => Failure::simple(
             StatusCode::INTERNAL_SERVER_ERROR,
             "SandboxError",
@@ -358,12 +378,15 @@ fn sandbox_failure(loaded: &Loaded, error: SandboxError) -> Failure {
 /// The guest's response as an HTTP response; `host_body` is the host's own body when the
 /// guest passed the host's answer on.
 fn from_guest(response: HttpResponse, host_body: Option<Body>) -> Result<Response<Body>, String> {
-    let status = StatusCode::from_u16(response.status).map_err(|_| {
-        format!(
-            "the handler returned an invalid status code {}",
-            response.status
-        )
-    })?;
+    let status = StatusCode::from_u16(response.status)
+        .ok()
+        .filter(|s| !s.is_informational())
+        .ok_or_else(|| {
+            format!(
+                "the handler returned an invalid status code {}: a final answer is 200 to 599",
+                response.status
+            )
+        })?;
     let mut headers = HeaderMap::new();
     for (name, value) in response.headers {
         let name = HeaderName::from_bytes(name.as_bytes())
@@ -399,7 +422,8 @@ fn header_pairs(headers: &HeaderMap) -> Vec<(String, String)> {
         .collect()
 }
 
-fn content_length(headers: &HeaderMap) -> Option<u64> {
+/// The request's `Content-Length`, when it has one that parses.
+pub fn content_length(headers: &HeaderMap) -> Option<u64> {
     headers
         .get(header::CONTENT_LENGTH)?
         .to_str()
@@ -438,11 +462,4 @@ fn redirect(location: &str) -> Response<Body> {
         response.headers_mut().insert(header::LOCATION, value);
     }
     response
-}
-
-fn too_large() -> Response<Body> {
-    json(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        r#"{"detail":"Request body too large"}"#,
-    )
 }

@@ -4,43 +4,160 @@
 //! On SIGINT or SIGTERM it stops accepting, lets the requests in flight finish (up to a
 //! bound) and returns.
 //!
+//! What a client may hold is bounded here ([`ServerLimits`]): open connections (past the cap,
+//! new ones wait in the kernel's backlog and the log says so once per interval), the time to
+//! send a request head (which is also how long an idle keep-alive connection stays open), the
+//! head's size, and the time and memory request bodies take ([`request_body`]). Failed accepts
+//! (`EMFILE`, ...) back off instead of spinning. Heads that RFC 9112 says to refuse are refused
+//! before routing ([`http_checks`]).
+//!
 //! [`router`]: crate::router
+//! [`request_body`]: crate::request_body
+//! [`http_checks`]: crate::http_checks
 
-use std::{convert::Infallible, time::Duration, time::Instant};
+use std::{
+    convert::Infallible,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use hyper::{server::conn::http1, service::service_fn};
-use hyper_util::{rt::TokioIo, server::graceful::GracefulShutdown};
-use tokio::net::TcpListener;
+use hyper_util::{
+    rt::{TokioIo, TokioTimer},
+    server::graceful::GracefulShutdown,
+};
+use tokio::{net::TcpListener, sync::Semaphore};
 
-use crate::{app::App, router};
+use crate::{app::App, config::ServerSettings, http_checks, request_body::BodyBudget, router};
+
+/// How often a repeated condition (connection cap reached, accept failing) is logged.
+const LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// The bounds on what clients may hold; see the README's limits table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerLimits {
+    /// Open connections at once.
+    pub max_connections: usize,
+    /// Time to send a whole request head; also the keep-alive idle time between requests.
+    pub header_timeout: Duration,
+    /// Time to send a whole request body.
+    pub body_timeout: Duration,
+    /// The bytes of one request head (request line and headers).
+    pub max_header_bytes: usize,
+    /// Request bodies held in memory at once, across all requests.
+    pub max_buffered_body_bytes: u64,
+}
+
+impl ServerLimits {
+    /// The limits `config.py`'s `server` asks for; defaults where it is silent.
+    pub fn from_settings(server: &ServerSettings) -> ServerLimits {
+        ServerLimits {
+            max_connections: server
+                .max_connections
+                .map(|n| n as usize)
+                .unwrap_or_else(default_max_connections),
+            header_timeout: server
+                .header_timeout_s
+                .map(Duration::from_secs_f64)
+                .unwrap_or(Duration::from_secs(10)),
+            body_timeout: server
+                .body_timeout_s
+                .map(Duration::from_secs_f64)
+                .unwrap_or(Duration::from_secs(60)),
+            max_header_bytes: 64 * 1024,
+            max_buffered_body_bytes: server.max_buffered_body_bytes.unwrap_or(256 * 1024 * 1024),
+        }
+    }
+}
+
+/// 4096 connections, or fewer when the process may open fewer files: a quarter of the
+/// descriptors stay free for the sandbox, the cache and the log.
+pub fn default_max_connections() -> usize {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct it is given and nothing else.
+    let files = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+        limit.rlim_cur
+    } else {
+        1024
+    };
+    usize::try_from(files / 4 * 3)
+        .unwrap_or(4096)
+        .clamp(16, 4096)
+}
 
 /// Serve `app` on `listener` until SIGINT or SIGTERM; then wait up to `drain` for the
 /// requests in flight.
 pub async fn serve(listener: TcpListener, app: App, drain: Duration) {
+    let limits = ServerLimits::from_settings(&app.current().settings.server);
+    let connections = Arc::new(Semaphore::new(limits.max_connections));
+    let budget = BodyBudget::new(limits.max_buffered_body_bytes);
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .max_buf_size(limits.max_header_bytes);
     let graceful = GracefulShutdown::new();
     let stop = shutdown_signal();
     tokio::pin!(stop);
+    let mut last_full_log: Option<Instant> = None;
+    let mut accept_errors = AcceptBackoff::default();
     loop {
+        let permit = match connections.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                if last_full_log.is_none_or(|at| at.elapsed() >= LOG_EVERY) {
+                    last_full_log = Some(Instant::now());
+                    tracing::warn!(
+                        "connection limit reached ({} open): new connections wait until one closes (server['max_connections'] in config.py)",
+                        limits.max_connections
+                    );
+                }
+                tokio::select! {
+                    permit = connections.clone().acquire_owned() => match permit {
+                        Ok(permit) => permit,
+                        Err(_) => break,
+                    },
+                    () = &mut stop => break,
+                }
+            }
+        };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
+                Ok(accepted) => {
+                    accept_errors.reset();
+                    accepted
+                }
                 Err(e) => {
-                    tracing::warn!("accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
+                    let pause = accept_errors.failed(&e);
+                    tokio::select! {
+                        () = tokio::time::sleep(pause) => continue,
+                        () = &mut stop => break,
+                    }
                 }
             },
             () = &mut stop => break,
         };
         let _ = stream.set_nodelay(true);
         let app = app.clone();
+        let budget = budget.clone();
+        let body_timeout = limits.body_timeout;
         let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
             let app = app.clone();
+            let budget = budget.clone();
             async move {
                 let started = Instant::now();
                 let method = request.method().clone();
                 let path = request.uri().path().to_string();
-                let response = router::respond(&app, request, peer).await;
+                let response = match http_checks::check(request.version(), request.headers()) {
+                    Some(refusal) => router::json(
+                        refusal.status,
+                        serde_json::json!({ "detail": refusal.detail }).to_string(),
+                    ),
+                    None => router::respond(&app, request, peer, &budget, body_timeout).await,
+                };
                 tracing::info!(
                     target: "access",
                     "{method} {path} {} {:.1}ms",
@@ -50,12 +167,13 @@ pub async fn serve(listener: TcpListener, app: App, drain: Duration) {
                 Ok::<_, Infallible>(response)
             }
         });
-        let connection = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+        let connection = builder.serve_connection(TokioIo::new(stream), service);
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!("connection from {peer}: {e}");
             }
+            drop(permit);
         });
     }
     drop(listener);
@@ -65,6 +183,43 @@ pub async fn serve(listener: TcpListener, app: App, drain: Duration) {
         .is_err()
     {
         tracing::warn!("requests still running after {drain:?}; stopping them");
+    }
+}
+
+/// Failed accepts (out of file descriptors, say) wait longer each time, from 10 ms to 1 s,
+/// and are logged once per [`LOG_EVERY`] with how many there were.
+#[derive(Default)]
+struct AcceptBackoff {
+    pause: Option<Duration>,
+    failures: u64,
+    logged: Option<Instant>,
+}
+
+impl AcceptBackoff {
+    fn failed(&mut self, error: &std::io::Error) -> Duration {
+        self.failures += 1;
+        if self.logged.is_none_or(|at| at.elapsed() >= LOG_EVERY) {
+            self.logged = Some(Instant::now());
+            tracing::warn!(
+                "accept failed: {error} ({} times since the last success); retrying with backoff",
+                self.failures
+            );
+        }
+        let pause = self.pause.map_or(Duration::from_millis(10), |p| {
+            (p * 2).min(Duration::from_secs(1))
+        });
+        self.pause = Some(pause);
+        pause
+    }
+
+    fn reset(&mut self) {
+        if self.failures > 0 {
+            tracing::info!(
+                "accepting connections again after {} failures",
+                self.failures
+            );
+        }
+        *self = AcceptBackoff::default();
     }
 }
 

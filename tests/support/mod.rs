@@ -128,8 +128,46 @@ impl Server {
         Self::spawn(&["dev"], project.path(), env, Duration::from_secs(60))
     }
 
+    /// `filerouter dev` on `project`, allowed to open at most `files` files (`ulimit -n`).
+    pub fn dev_with_nofile(project: &Project, files: u32) -> Server {
+        ensure_compiled();
+        Self::spawn_with(
+            Some(files),
+            &["dev"],
+            project.path(),
+            &[],
+            Duration::from_secs(60),
+        )
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     fn spawn(args: &[&str], project: &Path, env: &[(&str, &str)], wait: Duration) -> Server {
-        let mut command = Command::new(binary());
+        Self::spawn_with(None, args, project, env, wait)
+    }
+
+    fn spawn_with(
+        files: Option<u32>,
+        args: &[&str],
+        project: &Path,
+        env: &[(&str, &str)],
+        wait: Duration,
+    ) -> Server {
+        let mut command = match files {
+            // The shell sets the limit, then becomes filerouter (same pid).
+            Some(files) => {
+                let mut shell = Command::new("sh");
+                shell
+                    .arg("-c")
+                    .arg(format!("ulimit -n {files} && exec \"$0\" \"$@\""))
+                    .arg(binary());
+                shell
+            }
+            None => Command::new(binary()),
+        };
         command
             .args(args)
             .arg("--project")

@@ -12,25 +12,35 @@ pub mod seal;
 
 use std::{
     fs,
-    io::Write,
+    io::{Read, Write},
     path::{Path, PathBuf},
 };
 
 use serde::{Deserialize, Serialize};
 
-use crate::{config::Settings, routes::Pattern, sandbox::HandlerInfo};
+use crate::{
+    config::Settings,
+    regular_file::{self, FileError},
+    routes::Pattern,
+    sandbox::HandlerInfo,
+};
 
 pub use seal::{CacheKey, SealError};
 
 const BUNDLE: &str = "bundle.bin";
 const MANIFEST: &str = "manifest.json";
 
+/// The largest `bundle.bin` read, and the most one of its sections may decompress to.
+pub const MAX_BUNDLE_BYTES: u64 = 2 << 30;
+/// The largest `manifest.json` read.
+const MAX_MANIFEST_BYTES: u64 = 1 << 20;
+
 /// Why a cache could not be written or used. Each is a one-line message.
 #[derive(Debug, thiserror::Error)]
 pub enum CacheError {
     #[error("no build cache in {0}: run `filerouter build` first")]
     Missing(PathBuf),
-    #[error("{0}")]
+    #[error(transparent)]
     Seal(#[from] SealError),
     #[error(
         "the cache was built by filerouter {found} and this is {expected}: run `filerouter build` again"
@@ -45,6 +55,8 @@ pub enum CacheError {
     },
     #[error("{path}: {reason}")]
     Io { path: PathBuf, reason: String },
+    #[error(transparent)]
+    File(FileError),
 }
 
 /// What the build recorded about itself, readable without the key.
@@ -122,8 +134,7 @@ pub struct Opened {
 impl Opened {
     /// The baked component, for recompiling.
     pub fn component(&self) -> Result<Vec<u8>, String> {
-        zstd::decode_all(self.component_zst.as_slice())
-            .map_err(|e| format!("decompress the cached component: {e}"))
+        unpack("component", &self.component_zst).map_err(|e| e.to_string())
     }
 }
 
@@ -187,22 +198,21 @@ fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     fs::rename(&tmp, path)
 }
 
-/// Read, verify and decrypt the cache in `dir`.
+/// Read, verify and decrypt the cache in `dir`. Only a regular file of at most
+/// [`MAX_BUNDLE_BYTES`] is read (a FIFO or a device is refused, without blocking). Blocking:
+/// call it off the async threads.
 pub fn open(dir: &Path, key: Option<&CacheKey>) -> Result<Opened, CacheError> {
-    let path = dir.join(BUNDLE);
-    let bytes = match fs::read(&path) {
+    let bytes = match regular_file::read(&dir.join(BUNDLE), MAX_BUNDLE_BYTES) {
         Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(CacheError::Missing(dir.to_path_buf()));
-        }
-        Err(e) => {
-            return Err(CacheError::Io {
-                path,
-                reason: e.to_string(),
-            });
-        }
+        Err(FileError::NotFound(_)) => return Err(CacheError::Missing(dir.to_path_buf())),
+        Err(e) => return Err(CacheError::File(e)),
     };
-    let mut sections = seal::open(&bytes, key)?;
+    decode(&bytes, key)
+}
+
+/// Verify, decrypt and unpack the bytes of a `bundle.bin`.
+pub fn decode(bytes: &[u8], key: Option<&CacheKey>) -> Result<Opened, CacheError> {
+    let mut sections = seal::open(bytes, key)?;
     let mut take = |name: &'static str| {
         sections
             .iter()
@@ -228,19 +238,13 @@ pub fn open(dir: &Path, key: Option<&CacheKey>) -> Result<Opened, CacheError> {
             expected: format!("{expected} (guest {})", &crate::sandbox::GUEST_SHA256[..12]),
         });
     }
-    let unpack = |section: &'static str, bytes: Vec<u8>| {
-        zstd::decode_all(bytes.as_slice()).map_err(|e| CacheError::Section {
-            section,
-            reason: e.to_string(),
-        })
-    };
-    let metadata = unpack("metadata", take("metadata")?)?;
+    let metadata = unpack("metadata", &take("metadata")?)?;
     let metadata: Metadata =
         serde_json::from_slice(&metadata).map_err(|e| CacheError::Section {
             section: "metadata",
             reason: e.to_string(),
         })?;
-    let native = unpack("native", take("native")?)?;
+    let native = unpack("native", &take("native")?)?;
     let component_zst = take("component")?;
     Ok(Opened {
         manifest,
@@ -250,10 +254,39 @@ pub fn open(dir: &Path, key: Option<&CacheKey>) -> Result<Opened, CacheError> {
     })
 }
 
+/// Decompress one section, refusing to grow past [`MAX_BUNDLE_BYTES`] (a forged plain cache
+/// may hold a decompression bomb).
+fn unpack(section: &'static str, bytes: &[u8]) -> Result<Vec<u8>, CacheError> {
+    let failed = |reason: String| CacheError::Section { section, reason };
+    let decoder = zstd::stream::read::Decoder::new(bytes).map_err(|e| failed(e.to_string()))?;
+    let mut out = Vec::new();
+    decoder
+        .take(MAX_BUNDLE_BYTES + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| failed(e.to_string()))?;
+    if out.len() as u64 > MAX_BUNDLE_BYTES {
+        return Err(failed(format!(
+            "it decompresses to more than {MAX_BUNDLE_BYTES} bytes"
+        )));
+    }
+    Ok(out)
+}
+
 /// The manifest of the cache in `dir`, if there is one (not verified: for `status`).
 pub fn manifest(dir: &Path) -> Option<Manifest> {
-    let text = fs::read(dir.join(MANIFEST)).ok()?;
+    let text = regular_file::read(&dir.join(MANIFEST), MAX_MANIFEST_BYTES).ok()?;
     serde_json::from_slice(&text).ok()
+}
+
+/// Whether `bundle.bin` in `dir` is encrypted, from its own header (not the manifest, which is
+/// a plain copy anyone can edit): `None` if there is no readable bundle.
+pub fn bundle_encrypted(dir: &Path) -> Option<bool> {
+    let (file, _) = regular_file::open(&dir.join(BUNDLE), MAX_BUNDLE_BYTES).ok()?;
+    let mut header = Vec::new();
+    file.take(seal::HEADER_LEN as u64)
+        .read_to_end(&mut header)
+        .ok()?;
+    seal::is_encrypted(&header)
 }
 
 /// The total size of the cache files in `dir`.

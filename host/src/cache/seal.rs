@@ -22,6 +22,8 @@ use aes_gcm::{
 pub const FORMAT: u32 = 1;
 
 const MAGIC: &[u8; 8] = b"FRCACHE\n";
+/// Magic, format and flags.
+pub const HEADER_LEN: usize = MAGIC.len() + 4 + 1;
 const ENCRYPTED: u8 = 1;
 const NONCE_LEN: usize = 12;
 const CHECKSUM_LEN: usize = 32;
@@ -47,6 +49,10 @@ pub enum SealError {
     Checksum,
     #[error("the cache is encrypted: set {KEY_VAR} to the key it was built with")]
     KeyMissing,
+    #[error(
+        "the cache is not encrypted, but {KEY_VAR} is set: refusing it (it may have been replaced); build it again with --encrypt, or unset {KEY_VAR}"
+    )]
+    NotEncrypted,
     #[error("{KEY_VAR} must be 64 hexadecimal characters (a 256-bit key)")]
     KeyMalformed,
     #[error("the cache cannot be decrypted: wrong {KEY_VAR}, or the file was modified")]
@@ -118,7 +124,7 @@ pub fn open(bytes: &[u8], key: Option<&CacheKey>) -> Result<Vec<(String, Vec<u8>
     if bytes.len() < MAGIC.len() || !bytes.starts_with(MAGIC) {
         return Err(SealError::NotACache);
     }
-    let header_len = MAGIC.len() + 4 + 1;
+    let header_len = HEADER_LEN;
     if bytes.len() < header_len + CHECKSUM_LEN {
         return Err(SealError::Truncated);
     }
@@ -148,10 +154,21 @@ pub fn open(bytes: &[u8], key: Option<&CacheKey>) -> Result<Vec<(String, Vec<u8>
                 },
             )
             .map_err(|_| SealError::Decrypt)?
+    } else if key.is_some() {
+        // With a key set, only an encrypted cache is trusted: a plain one could be anyone's.
+        return Err(SealError::NotEncrypted);
     } else {
         content[header_len..].to_vec()
     };
     parse_sections(&body)
+}
+
+/// Whether a container whose first bytes are `header` is encrypted; `None` if it is not one.
+pub fn is_encrypted(header: &[u8]) -> Option<bool> {
+    if header.len() < HEADER_LEN || !header.starts_with(MAGIC) {
+        return None;
+    }
+    Some(header[HEADER_LEN - 1] & ENCRYPTED != 0)
 }
 
 fn parse_sections(mut body: &[u8]) -> Result<Vec<(String, Vec<u8>)>, SealError> {
@@ -224,6 +241,16 @@ mod tests {
         assert!(CacheKey::parse("abc").is_err());
         assert!(CacheKey::parse(&"zz".repeat(32)).is_err());
         assert!(CacheKey::parse(&"ab".repeat(32)).is_ok());
+    }
+
+    #[test]
+    fn a_plain_cache_is_refused_when_a_key_is_given() {
+        let plain = seal(&[("x", b"code")], None).unwrap();
+        assert_eq!(open(&plain, Some(&key(1))), Err(SealError::NotEncrypted));
+        assert_eq!(is_encrypted(&plain), Some(false));
+        let sealed = seal(&[("x", b"code")], Some(&key(1))).unwrap();
+        assert_eq!(is_encrypted(&sealed[..HEADER_LEN]), Some(true));
+        assert_eq!(is_encrypted(b"FRCACHE"), None);
     }
 
     #[test]

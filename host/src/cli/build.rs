@@ -23,6 +23,8 @@ use crate::{
     config::Settings,
     logging,
     project::{Project, RootFiles},
+    regular_file,
+    routes::scan,
     sandbox::{self, Limits, Sandbox, engine::SandboxEngine, snapshot},
 };
 
@@ -217,8 +219,12 @@ fn check(project: &Project) -> anyhow::Result<()> {
 
 /// Every `.py` file under `routes/` (route files and the helpers they import), as
 /// (path relative to `routes/`, source), sorted by path.
+/// Every `.py` file under `routes/`, as (path relative to `routes/`, text). Only regular files
+/// of at most [`regular_file::MAX_SOURCE_BYTES`] are read; folder links are followed only
+/// inside `routes/` (as the scanner does).
 fn sources(routes_dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
     let mut out = Vec::new();
+    let inside = fs::canonicalize(routes_dir).unwrap_or_else(|_| routes_dir.to_path_buf());
     let mut stack = vec![(routes_dir.to_path_buf(), String::new())];
     while let Some((dir, rel)) = stack.pop() {
         let entries =
@@ -233,13 +239,15 @@ fn sources(routes_dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
             } else {
                 format!("{rel}/{name}")
             };
+            let is_link = entry.file_type().is_ok_and(|t| t.is_symlink());
             if path.is_dir() {
-                if name != "__pycache__" && !name.starts_with('.') {
+                let follow = !is_link || scan::followable(&path, &inside);
+                if follow && name != "__pycache__" && !name.starts_with('.') {
                     stack.push((path, rel_name));
                 }
             } else if name.ends_with(".py") {
-                let source = fs::read_to_string(&path)
-                    .with_context(|| format!("routes/{rel_name}: cannot read it as UTF-8 text"))?;
+                let source = regular_file::read_to_string(&path, regular_file::MAX_SOURCE_BYTES)
+                    .with_context(|| format!("routes/{rel_name}: cannot read it"))?;
                 out.push((rel_name, source));
             }
         }
@@ -254,10 +262,11 @@ fn inputs_hash(root: &Path, files: &[(String, String)], level: i32, encrypted: b
     hasher.update(sandbox::GUEST_SHA256.as_bytes());
     hasher.update(&level.to_le_bytes());
     hasher.update(&[u8::from(encrypted)]);
-    hasher.update(&fs::read(root.join("config.py")).unwrap_or_default());
+    let read = |path: &Path| regular_file::read(path, regular_file::MAX_SOURCE_BYTES);
+    hasher.update(&read(&root.join("config.py")).unwrap_or_default());
     for name in RootFiles::NAMES {
         hasher.update(name.as_bytes());
-        hasher.update(&fs::read(root.join(name)).unwrap_or_default());
+        hasher.update(&read(&root.join(name)).unwrap_or_default());
     }
     for (path, source) in files {
         hasher.update(&(path.len() as u64).to_le_bytes());

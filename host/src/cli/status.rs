@@ -26,14 +26,17 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
         megabytes(raw),
         manifest.compression_level
     );
-    println!(
-        "encrypted:   {}",
-        if manifest.encrypted {
-            "yes (AES-256-GCM)"
-        } else {
-            "no"
-        }
-    );
+    // What the bundle's own header says; manifest.json is a plain copy anyone can edit.
+    let says = |encrypted: bool| if encrypted { "yes (AES-256-GCM)" } else { "no" };
+    match cache::bundle_encrypted(&dir) {
+        Some(real) if real == manifest.encrypted => println!("encrypted:   {}", says(real)),
+        Some(real) => println!(
+            "encrypted:   {} (but manifest.json says it is{}: bundle.bin was replaced or edited)",
+            says(real),
+            if manifest.encrypted { "" } else { " not" }
+        ),
+        None => println!("encrypted:   unknown (bundle.bin is missing or not a build cache)"),
+    }
     if manifest.filerouter_version != env!("CARGO_PKG_VERSION")
         || manifest.guest_sha256 != crate::sandbox::GUEST_SHA256
     {

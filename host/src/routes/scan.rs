@@ -5,6 +5,11 @@
 //! and `(group)` folders; folders starting with `_` or `.` are private and skipped. Conflicts
 //! (two files for one URL, sibling dynamic folders with different names) are [`ScanError`]s
 //! that name both files.
+//!
+//! A symbolic link to a folder is followed only if it leads to a folder inside `routes/` that
+//! is not one of its own ancestors (no escape from the project, no loop); a link elsewhere is a
+//! scan error. A route file must be a regular file (a FIFO named `route.py` is an error, so
+//! nothing ever blocks opening it).
 
 use std::{
     fs,
@@ -49,6 +54,12 @@ pub enum ScanError {
     BadFolderName { folder: String, reason: String },
     #[error("cannot read {path}: {reason}")]
     Io { path: String, reason: String },
+    #[error(
+        "routes/{link}: a symbolic link to a folder outside routes/ (or to its own parent) is not followed"
+    )]
+    LinkOutside { link: String },
+    #[error("routes/{file}: not a regular file")]
+    NotRegular { file: String },
 }
 
 /// What a folder name contributes to the URL.
@@ -107,12 +118,30 @@ pub struct Scan {
 /// Scan the folder `routes_dir`. The result does not depend on the file system's order.
 pub fn scan(routes_dir: &Path) -> Scan {
     let mut scan = Scan::default();
-    walk(routes_dir, "", &mut Vec::new(), true, &mut scan);
+    let inside = fs::canonicalize(routes_dir).unwrap_or_else(|_| routes_dir.to_path_buf());
+    walk(routes_dir, "", &mut Vec::new(), true, &mut scan, &inside);
     scan.routes.sort_by(|a, b| a.file.cmp(&b.file));
     scan
 }
 
-fn walk(dir: &Path, rel: &str, segments: &mut Vec<Segment>, root: bool, scan: &mut Scan) {
+/// Whether the folder link at `link` may be followed: it leads inside `inside` and not to one
+/// of the link's own ancestors.
+pub fn followable(link: &Path, inside: &Path) -> bool {
+    let (Ok(target), Some(parent)) = (fs::canonicalize(link), link.parent()) else {
+        return false;
+    };
+    let parent = fs::canonicalize(parent).unwrap_or_else(|_| parent.to_path_buf());
+    target.starts_with(inside) && !parent.starts_with(&target)
+}
+
+fn walk(
+    dir: &Path,
+    rel: &str,
+    segments: &mut Vec<Segment>,
+    root: bool,
+    scan: &mut Scan,
+    inside: &Path,
+) {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) => {
@@ -132,12 +161,31 @@ fn walk(dir: &Path, rel: &str, segments: &mut Vec<Segment>, root: bool, scan: &m
         let Ok(kind) = entry.file_type() else {
             continue;
         };
-        // Symlinks are followed only if they point at something that exists.
-        let is_dir = kind.is_dir() || (kind.is_symlink() && entry.path().is_dir());
-        if is_dir {
-            folders.push((name, entry.path()));
+        let path = entry.path();
+        let child = if rel.is_empty() {
+            name.clone()
+        } else {
+            format!("{rel}/{name}")
+        };
+        if kind.is_symlink() && path.is_dir() {
+            // Private folders are skipped whatever they point at.
+            if name.starts_with(['_', '.']) {
+                continue;
+            }
+            if followable(&path, inside) {
+                folders.push((name, path));
+            } else {
+                scan.errors.push(ScanError::LinkOutside { link: child });
+            }
+        } else if kind.is_dir() {
+            folders.push((name, path));
         } else if name == "route.py" || name == "index.py" {
-            files.push(name);
+            // `is_file` follows a link and never opens: a FIFO cannot block it.
+            if path.is_file() {
+                files.push(name);
+            } else if !(root && name == "route.py") {
+                scan.errors.push(ScanError::NotRegular { file: child });
+            }
         }
     }
     folders.sort();
@@ -181,10 +229,10 @@ fn walk(dir: &Path, rel: &str, segments: &mut Vec<Segment>, root: bool, scan: &m
         };
         match classify(&name) {
             Ok(FolderKind::Private) => {}
-            Ok(FolderKind::Group) => walk(&path, &child_rel, segments, false, scan),
+            Ok(FolderKind::Group) => walk(&path, &child_rel, segments, false, scan, inside),
             Ok(FolderKind::Segment(segment)) => {
                 segments.push(segment);
-                walk(&path, &child_rel, segments, false, scan);
+                walk(&path, &child_rel, segments, false, scan, inside);
                 segments.pop();
             }
             Err(reason) => scan.errors.push(ScanError::BadFolderName {
@@ -280,5 +328,36 @@ mod tests {
             scan.errors[..],
             [ScanError::CatchAllNotLast { .. }]
         ));
+    }
+
+    #[test]
+    fn links_out_of_routes_and_loops_are_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        touch(root, "real/route.py");
+        touch(root, "_lib/helper.py");
+        std::os::unix::fs::symlink("/usr", root.join("usr")).unwrap();
+        std::os::unix::fs::symlink("/", root.join("_lib/root")).unwrap();
+        std::os::unix::fs::symlink(root.join("real"), root.join("alias")).unwrap();
+        std::os::unix::fs::symlink("..", root.join("real/up")).unwrap();
+        let scan = scan(root);
+        assert_eq!(
+            patterns(&scan),
+            vec![
+                ("alias/route.py".into(), "/alias".into()),
+                ("real/route.py".into(), "/real".into()),
+            ]
+        );
+        let mut errors: Vec<String> = scan.errors.iter().map(|e| e.to_string()).collect();
+        errors.sort();
+        assert_eq!(errors.len(), 3, "{errors:?}");
+        assert!(
+            errors.iter().any(|e| e.starts_with("routes/usr:")),
+            "{errors:?}"
+        );
+        assert!(
+            errors.iter().any(|e| e.starts_with("routes/real/up:")),
+            "{errors:?}"
+        );
     }
 }

@@ -15,15 +15,27 @@ pub fn wasm() -> Result<Vec<u8>, String> {
 }
 
 /// Turn a wasmtime error from a guest call into the sandbox error it stands for.
-pub fn classify_trap(error: wasmtime::Error, limits: &Limits) -> SandboxError {
-    if let Some(trap) = error.downcast_ref::<wasmtime::Trap>() {
-        if *trap == wasmtime::Trap::Interrupt {
-            return SandboxError::Timeout(limits.timeout);
-        }
-        return SandboxError::Trap(format!(
-            "{trap} (the memory cap is {} MiB)",
-            limits.memory_bytes / (1024 * 1024)
-        ));
+/// `memory_refused` says whether the memory limiter refused a grow during the call: only then
+/// is the memory cap blamed.
+pub fn classify_trap(
+    error: wasmtime::Error,
+    limits: &Limits,
+    memory_refused: bool,
+) -> SandboxError {
+    if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
+        return SandboxError::Exited(exit.0);
     }
-    SandboxError::Trap(format!("{error:#}"))
+    let reason = match error.downcast_ref::<wasmtime::Trap>() {
+        Some(wasmtime::Trap::Interrupt) => return SandboxError::Timeout(limits.timeout),
+        Some(trap) => trap.to_string(),
+        None => format!("{error:#}"),
+    };
+    if memory_refused {
+        SandboxError::MemoryCap(format!(
+            "{reason} (after a memory grow past the cap of {} MiB was refused)",
+            limits.memory_bytes / (1024 * 1024)
+        ))
+    } else {
+        SandboxError::Trap(reason)
+    }
 }

@@ -14,6 +14,7 @@ mod bindings;
 pub mod engine;
 mod guest;
 mod limits;
+pub mod output;
 mod services;
 pub mod snapshot;
 
@@ -23,7 +24,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use wasmtime::{Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline, component::ResourceTable};
+use wasmtime::{Store, UpdateDeadline, component::ResourceTable};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 pub use bindings::filerouter::sandbox::types::{
@@ -31,7 +32,7 @@ pub use bindings::filerouter::sandbox::types::{
     ProjectError, RouteTarget, Target,
 };
 pub use guest::SHA256 as GUEST_SHA256;
-pub use limits::Limits;
+pub use limits::{Limits, MemoryLimiter};
 pub use services::Upstream;
 
 use crate::kv::KvStore;
@@ -47,9 +48,15 @@ pub enum SandboxError {
     /// The call ran past its time limit and was stopped.
     #[error("the handler ran longer than the time limit of {0:?}")]
     Timeout(Duration),
-    /// The guest trapped (for example when it could not grow its memory past the cap).
+    /// The guest trapped after the memory cap refused it more memory.
+    #[error("the guest ran out of memory: {0}")]
+    MemoryCap(String),
+    /// The guest trapped for another reason (`os.abort()`, a runtime panic).
     #[error("the sandbox stopped the guest: {0}")]
     Trap(String),
+    /// Project code ended the instance (`os._exit(status)`).
+    #[error("the guest exited with status {0}")]
+    Exited(i32),
     /// No instance could be made (the pool is exhausted or the component does not link).
     #[error("could not start a sandbox instance: {0}")]
     Instantiate(String),
@@ -62,7 +69,7 @@ pub enum SandboxError {
 struct CallState {
     wasi: WasiCtx,
     table: ResourceTable,
-    limits: StoreLimits,
+    limits: MemoryLimiter,
     /// The project's key-value store (`filerouter.kv`).
     kv: Arc<KvStore>,
     /// The host's answer for middleware's `call_next`, when the host serves the target.
@@ -74,10 +81,7 @@ impl CallState {
         Self {
             wasi,
             table: ResourceTable::new(),
-            limits: StoreLimitsBuilder::new()
-                .memory_size(memory_bytes)
-                .trap_on_grow_failure(false)
-                .build(),
+            limits: MemoryLimiter::new(memory_bytes),
             kv,
             upstream: None,
         }
@@ -175,7 +179,14 @@ impl Sandbox {
         root_files: &[(String, String)],
         upstream: Option<Upstream>,
     ) -> Result<HttpResponse, SandboxError> {
-        self.call(async move |router, store| {
+        let label = match &target {
+            Target::Route(route) => {
+                format!("{} {} routes/{}", request.method, request.path, route.file)
+            }
+            Target::Page(page) => format!("{} {} {}", request.method, request.path, page.file),
+            Target::Host => format!("{} {} middleware.py", request.method, request.path),
+        };
+        self.call(&label, async move |router, store| {
             store.data_mut().upstream = upstream;
             router
                 .filerouter_sandbox_guest()
@@ -187,8 +198,9 @@ impl Sandbox {
 
     /// Import a route file in the guest and describe its handlers.
     pub async fn inspect_route(&self, file: &str) -> Result<Vec<HandlerInfo>, SandboxError> {
+        let label = format!("inspecting routes/{file}");
         let file = file.to_string();
-        self.call(async move |router, store| {
+        self.call(&label, async move |router, store| {
             router
                 .filerouter_sandbox_guest()
                 .call_inspect_route(store, &file)
@@ -200,7 +212,7 @@ impl Sandbox {
     /// Evaluate `config.py`'s source in the guest; the settings come back as JSON text.
     pub async fn load_config(&self, source: &str) -> Result<String, SandboxError> {
         let source = source.to_string();
-        self.call(async move |router, store| {
+        self.call("config.py", async move |router, store| {
             router
                 .filerouter_sandbox_guest()
                 .call_load_config(store, &source)
@@ -210,7 +222,8 @@ impl Sandbox {
     }
 
     /// Make a fresh store and instance, run `f` in it under the limits, and map the outcome.
-    async fn call<T, F>(&self, f: F) -> Result<T, SandboxError>
+    /// What the guest prints is logged afterwards under `label` (see [`output`]).
+    async fn call<T, F>(&self, label: &str, f: F) -> Result<T, SandboxError>
     where
         F: AsyncFnOnce(
             bindings::Router,
@@ -225,7 +238,8 @@ impl Sandbox {
             wasi.preopened_dir(dir, "/routes", FsPerms::ReadOnly)
                 .map_err(|e| SandboxError::Setup(format!("open {}: {e}", dir.display())))?;
         }
-        wasi.inherit_stdout().inherit_stderr();
+        let output = output::GuestOutput::default();
+        wasi.stdout(output.clone()).stderr(output.clone());
         let state = CallState::new(wasi.build(), limits.memory_bytes, inner.kv.clone());
         let mut store = Store::new(inner.engine.engine(), state);
         store.limiter(|state| &mut state.limits);
@@ -251,14 +265,19 @@ impl Sandbox {
             match f(router, &mut store).await {
                 Ok(Ok(value)) => Ok(value),
                 Ok(Err(error)) => Err(SandboxError::Project(Box::new(error))),
-                Err(trap) => Err(guest::classify_trap(trap, limits)),
+                Err(trap) => {
+                    let refused = store.data().limits.refused();
+                    Err(guest::classify_trap(trap, limits, refused))
+                }
             }
         };
         // A guest blocked in a host call (a long `time.sleep`) never reaches an epoch check:
         // the wall-clock timeout drops the whole call, instance and all.
-        match tokio::time::timeout(limits.timeout, run).await {
+        let result = match tokio::time::timeout(limits.timeout, run).await {
             Ok(result) => result,
             Err(_) => Err(SandboxError::Timeout(limits.timeout)),
-        }
+        };
+        output.emit(label);
+        result
     }
 }

@@ -1,0 +1,2 @@
+def GET(request):
+    raise RuntimeError("a bug in a handler")  # 500

@@ -1,0 +1,5 @@
+VERSION = 0
+
+
+def GET(request):
+    return {"version": VERSION}

@@ -1,0 +1,5 @@
+import os
+
+
+def GET(request):
+    os.abort()  # the guest runtime stops: 500
