@@ -395,8 +395,18 @@ fn a_plain_cache_is_refused_when_a_key_is_set() {
         a.path().join(".cache/bundle.bin"),
     )
     .unwrap();
-    let (code, stdout, stderr) = run_with_env(&["run", "--port", "0"], a.path(), &key);
-    assert_ne!(code, 0, "a plain cache was served with a key set: {stdout}");
+    // Before the fix `run` served project B here, forever: bounded, it fails instead.
+    let (code, stderr) = run_within(
+        &["run", "--port", "0"],
+        a.path(),
+        &key,
+        Duration::from_secs(60),
+    );
+    assert_eq!(
+        code,
+        Some(1),
+        "a plain cache was served with a key set: {stderr}"
+    );
     assert!(stderr.contains("not encrypted"), "{stderr}");
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     let (_, stdout, _) = run_with_env(&["status"], a.path(), &[]);
