@@ -7,6 +7,7 @@ returned to the host as JSON. Every error names `config.py` and the line of the 
 
 import ast
 import json
+import keyword
 import types
 
 FILENAME = "/project/config.py"
@@ -32,7 +33,11 @@ SCHEMA = {
     "build": {"cache_dir": str, "compression_level": int},
     "commands": "commands",
     "sandbox": {"memory_mb": int, "timeout_s": (int, float), "max_body_bytes": int},
+    "plugins": "plugins",
 }
+
+# One entry of `plugins`: key -> expected type; `component` is required.
+PLUGIN_ENTRY = {"component": str, "wit": str, "files": str, "kv": bool, "clocks": bool}
 
 
 # (setting, key) -> (lowest, highest, whether the lowest itself is allowed). The host reads
@@ -74,6 +79,9 @@ def _check(name, value, expected, lineno):
         ):
             raise ConfigError(f"'{name}' must be a dict of command name to shell command string", lineno)
         return
+    if expected == "plugins":
+        _check_plugins(name, value, lineno)
+        return
     if isinstance(expected, dict):
         if not isinstance(value, dict):
             raise ConfigError(f"'{name}' must be a dict, not {type(value).__name__}", lineno)
@@ -88,6 +96,35 @@ def _check(name, value, expected, lineno):
         raise ConfigError(
             f"'{name}' must be of type {_type_name(expected)}, not {type(value).__name__}", lineno
         )
+
+
+def _check_plugins(name, value, lineno):
+    if not isinstance(value, dict):
+        raise ConfigError(f"'{name}' must be a dict of plugin name to its entry, not {type(value).__name__}", lineno)
+    for plugin, entry in value.items():
+        if not isinstance(plugin, str) or not plugin.isidentifier() or keyword.iskeyword(plugin) or plugin.startswith("_"):
+            raise ConfigError(
+                f"plugin name {plugin!r} in '{name}' must be a Python identifier (route code imports it: "
+                "`from filerouter.plugins import NAME`)",
+                lineno,
+            )
+        if plugin in ("Err", "Ok", "PluginError", "PluginTrap", "Variant"):
+            raise ConfigError(f"plugin name {plugin!r} is taken by filerouter.plugins itself; choose another", lineno)
+        if not isinstance(entry, dict):
+            raise ConfigError(
+                f"'{name}['{plugin}']' must be a dict like {{\"component\": \"plugins/{plugin}/{plugin}.wasm\"}}",
+                lineno,
+            )
+        if "component" not in entry:
+            raise ConfigError(
+                f"'{name}['{plugin}']' needs 'component': the path of its .wasm file, relative to the project",
+                lineno,
+            )
+        for key, item in entry.items():
+            if key not in PLUGIN_ENTRY:
+                known = ", ".join(PLUGIN_ENTRY)
+                raise ConfigError(f"unknown key '{key}' in '{name}['{plugin}']' (known keys: {known})", lineno)
+            _check(f"{name}['{plugin}']['{key}']", item, PLUGIN_ENTRY[key], lineno)
 
 
 def evaluate(source):

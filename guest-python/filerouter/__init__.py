@@ -11,7 +11,7 @@ Route files use it like FastAPI::
         return {"id": id}
 """
 
-from . import kv
+from . import kv, plugins
 from .exceptions import HTTPException
 from .params import Depends
 from .requests import Headers, QueryParams, Request, State
@@ -36,4 +36,5 @@ __all__ = [
     "Response",
     "State",
     "kv",
+    "plugins",
 ]

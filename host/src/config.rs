@@ -28,6 +28,8 @@ pub struct Settings {
     pub build: BuildSettings,
     pub commands: BTreeMap<String, String>,
     pub sandbox: SandboxSettings,
+    /// The project's plugins by the name route code imports them under (`crate::plugins`).
+    pub plugins: BTreeMap<String, PluginSettings>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
@@ -66,6 +68,26 @@ pub struct SandboxSettings {
     pub memory_mb: Option<u64>,
     pub timeout_s: Option<f64>,
     pub max_body_bytes: Option<u64>,
+}
+
+/// One entry of `plugins`: the component, its WIT, and what it is granted (nothing by default).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PluginSettings {
+    /// The component file, relative to the project.
+    pub component: String,
+    /// The WIT folder, relative to the project [default: `wit/` beside the component].
+    #[serde(default)]
+    pub wit: Option<String>,
+    /// A project folder the plugin may read, mounted read-only at `/files`.
+    #[serde(default)]
+    pub files: Option<String>,
+    /// Whether it may use the project's key-value store (`filerouter:sandbox/kv`).
+    #[serde(default)]
+    pub kv: bool,
+    /// Whether it sees the host's clocks (else clocks stopped at zero).
+    #[serde(default)]
+    pub clocks: bool,
 }
 
 impl ServerSettings {

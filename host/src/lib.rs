@@ -9,7 +9,8 @@
 //! without trusting its kind or size. [`routes`] turns the
 //! `routes/` folder into a route table; [`project`] asks the guest what each route file
 //! defines; [`catalog`] describes the API for [`docs`]; [`kv`] is the state that outlives a
-//! request; [`reload`] keeps it all current in `dev`; [`cli`] has one module per command.
+//! request; [`plugins`] are the project's own WebAssembly components that route code calls;
+//! [`reload`] keeps it all current in `dev`; [`cli`] has one module per command.
 //!
 //! The binary (`main.rs`) is a thin entry point over [`cli`]; the library form exists so that
 //! the fuzz targets in `fuzz/` and the benchmarks can reach the parsers directly.
@@ -24,6 +25,7 @@ pub mod error_page;
 pub mod http_checks;
 pub mod kv;
 pub mod logging;
+pub mod plugins;
 pub mod project;
 pub mod public;
 pub mod regular_file;

@@ -2,7 +2,9 @@
 //!
 //! File events are debounced briefly, then the project is rescanned; only route files whose
 //! size or modification time changed are inspected again. An edit of `config.py` is evaluated
-//! again; a broken one keeps the last good settings and reports the error.
+//! again; a broken one keeps the last good settings and reports the error. A changed plugin
+//! (a `.wasm` or `.wit` file, or its entry in `config.py`) is loaded and checked again; a
+//! broken one keeps the last good plugins and shows the error on every request until fixed.
 //!
 //! The watcher never follows symbolic links: a link under `public/` or `routes/_lib/` to `/`
 //! or `/usr` adds no watches (it would add one per folder of the whole tree, and fail on
@@ -19,12 +21,22 @@ use crate::{
     project::Project,
 };
 
+/// The kind of the failure every request shows while a plugin does not load.
+const PLUGIN_ERROR: &str = "PluginError";
+
+/// What a batch of file events touched.
+#[derive(Debug, Clone, Copy, Default)]
+struct Changed {
+    config: bool,
+    plugins: bool,
+}
+
 /// How long to wait for more events before reloading.
 const DEBOUNCE: Duration = Duration::from_millis(40);
 
 /// Start watching `app.root`. Keep the returned watcher alive for as long as reloads should happen.
 pub fn watch(app: App) -> notify::Result<RecommendedWatcher> {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<bool>();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Changed>();
     let root = app.root.clone();
     let handler = move |event: notify::Result<Event>| {
         if let Ok(event) = event
@@ -37,10 +49,13 @@ pub fn watch(app: App) -> notify::Result<RecommendedWatcher> {
                 .map(|p| p.as_path())
                 .collect();
             if !relevant.is_empty() {
-                let config = relevant
-                    .iter()
-                    .any(|p| p.file_name().is_some_and(|n| n == "config.py"));
-                let _ = tx.send(config);
+                let changed = Changed {
+                    config: relevant
+                        .iter()
+                        .any(|p| p.file_name().is_some_and(|n| n == "config.py")),
+                    plugins: relevant.iter().any(|p| is_plugin_file(p)),
+                };
+                let _ = tx.send(changed);
             }
         }
     };
@@ -48,11 +63,15 @@ pub fn watch(app: App) -> notify::Result<RecommendedWatcher> {
         RecommendedWatcher::new(handler, Config::default().with_follow_symlinks(false))?;
     watcher.watch(&app.root, RecursiveMode::Recursive)?;
     tokio::spawn(async move {
-        while let Some(mut config_changed) = rx.recv().await {
+        // Whether the last plugin load failed: then every reload tries again.
+        let mut plugins_broken = false;
+        while let Some(mut changed) = rx.recv().await {
             while let Ok(Some(more)) = tokio::time::timeout(DEBOUNCE, rx.recv()).await {
-                config_changed |= more;
+                changed.config |= more.config;
+                changed.plugins |= more.plugins;
             }
-            reload(&app, config_changed).await;
+            changed.plugins |= plugins_broken;
+            plugins_broken = reload(&app, changed).await;
         }
     });
     Ok(watcher)
@@ -66,12 +85,20 @@ fn is_relevant(root: &Path, path: &Path) -> bool {
     let mut components = rel.components().map(|c| c.as_os_str().to_string_lossy());
     match components.next().as_deref() {
         Some("routes") => !rel.components().any(|c| c.as_os_str() == "__pycache__"),
-        Some(name) => name.ends_with(".py"),
+        Some(".cache") | Some("typings") => false,
+        Some(name) => name.ends_with(".py") || is_plugin_file(path),
         None => false,
     }
 }
 
-async fn reload(app: &App, config_changed: bool) {
+/// Whether `path` may be part of a plugin: a component or a WIT file.
+fn is_plugin_file(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "wasm" || e == "wit")
+}
+
+/// Reload what `changed` touched; returns whether the plugins failed to load.
+async fn reload(app: &App, changed: Changed) -> bool {
+    let config_changed = changed.config;
     let current = app.current();
     let mut sandbox = current.sandbox.clone();
     let mut settings = current.settings.clone();
@@ -96,9 +123,42 @@ async fn reload(app: &App, config_changed: bool) {
             }
         }
     }
+    let mut plugins_broken = false;
+    if changed.plugins || settings.plugins != current.settings.plugins {
+        match crate::plugins::load_in_background(&app.root, &settings.plugins).await {
+            Ok(plugins) => match sandbox.with_plugins(plugins) {
+                Ok(updated) => {
+                    tracing::info!("plugins reloaded");
+                    sandbox = updated;
+                    if config_error
+                        .as_ref()
+                        .is_some_and(|f| f.kind == PLUGIN_ERROR)
+                    {
+                        config_error = None;
+                    }
+                }
+                Err(e) => tracing::error!("plugins: {e}"),
+            },
+            Err(e) => {
+                tracing::error!("{e} (keeping the last good plugins)");
+                plugins_broken = true;
+                if config_error.as_ref().is_none_or(|f| f.kind == PLUGIN_ERROR) {
+                    config_error = Some(Failure::simple(
+                        hyper::StatusCode::INTERNAL_SERVER_ERROR,
+                        PLUGIN_ERROR,
+                        &e.to_string(),
+                        vec![
+                            "Fix the plugin (its component, its wit/ folder or its entry in config.py): the server keeps the last good plugins meanwhile and picks up the fix by itself".into(),
+                        ],
+                    ));
+                }
+            }
+        }
+    }
     let project = Project::load(&app.root, &sandbox, Some(&current.project)).await;
     report(&current.project, &project);
     app.replace(Loaded::new(project, sandbox, settings, config_error));
+    plugins_broken
 }
 
 /// Print scan errors and newly broken route files once, when they appear.

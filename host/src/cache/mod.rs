@@ -2,7 +2,8 @@
 //!
 //! `.cache/` holds two files: `bundle.bin`, a sealed container ([`seal`]) with the manifest,
 //! the route metadata and settings, the baked guest component and its precompiled native code
-//! (each compressed with zstd); and `manifest.json`, a readable copy of the manifest for
+//! (each compressed with zstd), and, when the project has plugins, a `plugins` section
+//! (`crate::plugins::sealed`); and `manifest.json`, a readable copy of the manifest for
 //! `filerouter status`. Writing is atomic (a temporary file renamed over the old one), so a
 //! failed build never damages an earlier good cache.
 //!
@@ -74,6 +75,9 @@ pub struct Manifest {
     pub inputs: String,
     pub routes: RouteCounts,
     pub sections: Vec<SectionSize>,
+    /// The plugins sealed into the build, by name.
+    #[serde(default)]
+    pub plugins: Vec<String>,
 }
 
 /// Route counts, as `filerouter status` reports them.
@@ -120,6 +124,8 @@ pub struct Contents {
     pub component: Vec<u8>,
     /// `component` compiled for the build machine.
     pub native: Vec<u8>,
+    /// The `plugins` section (`crate::plugins::sealed`); empty when the project has none.
+    pub plugins: Vec<u8>,
 }
 
 /// A cache read back: the manifest, the metadata and native code; the component is kept
@@ -128,6 +134,8 @@ pub struct Opened {
     pub manifest: Manifest,
     pub metadata: Metadata,
     pub native: Vec<u8>,
+    /// The `plugins` section, decompressed (empty when the build has no plugins).
+    pub plugins: Vec<u8>,
     component_zst: Vec<u8>,
 }
 
@@ -151,11 +159,14 @@ pub fn write(
         section: "metadata",
         reason: e.to_string(),
     })?;
-    let parts: [(&'static str, &[u8]); 3] = [
+    let mut parts: Vec<(&'static str, &[u8])> = vec![
         ("metadata", &metadata),
         ("component", &contents.component),
         ("native", &contents.native),
     ];
+    if !contents.plugins.is_empty() {
+        parts.push(("plugins", &contents.plugins));
+    }
     let mut compressed = Vec::new();
     manifest.sections.clear();
     for (name, raw) in parts {
@@ -246,10 +257,15 @@ pub fn decode(bytes: &[u8], key: Option<&CacheKey>) -> Result<Opened, CacheError
         })?;
     let native = unpack("native", &take("native")?)?;
     let component_zst = take("component")?;
+    let plugins = match take("plugins") {
+        Ok(bytes) => unpack("plugins", bytes)?,
+        Err(_) => Vec::new(),
+    };
     Ok(Opened {
         manifest,
         metadata,
         native,
+        plugins,
         component_zst,
     })
 }
@@ -331,6 +347,7 @@ mod tests {
             },
             component: b"component bytes".repeat(100),
             native: b"native bytes".repeat(100),
+            plugins: Vec::new(),
         }
     }
 
@@ -345,6 +362,7 @@ mod tests {
             inputs: String::new(),
             routes: RouteCounts::default(),
             sections: Vec::new(),
+            plugins: Vec::new(),
         }
     }
 

@@ -1,8 +1,10 @@
 //! `filerouter build`: scan, import and snapshot the project once, and write the build cache.
 //!
-//! Steps: evaluate `config.py` and inspect every route file in the sandbox (as `dev` does);
+//! Steps: evaluate `config.py`, load and check the plugins, and inspect every route file in
+//! the sandbox (as `dev` does);
 //! stop with the file and line if anything fails; bake the route modules into the guest
-//! ([`snapshot`]); compile the result to native code; compress, seal and write `.cache/`
+//! ([`snapshot`]); compile the result to native code (the plugins' is compiled already);
+//! compress, seal and write `.cache/` with the plugins in a section of their own
 //! ([`cache`]). Nothing is written unless every step succeeded.
 //!
 //! [`snapshot`]: crate::sandbox::snapshot
@@ -71,11 +73,14 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
         bail!("compression level {level} is out of range: use 1 to 9");
     }
     let cache_dir = settings.build.cache_dir(&root);
-    let sandbox = boot.with_limits(settings.limits())?;
+    let plugins = crate::plugins::load_in_background(&root, &settings.plugins).await?;
+    let sandbox = boot
+        .with_limits(settings.limits())?
+        .with_plugins(plugins.clone())?;
     let project = Project::load(&root, &sandbox, None).await;
     check(&project)?;
     let files = sources(&routes_dir)?;
-    let inputs = inputs_hash(&root, &files, level, key.is_some());
+    let inputs = inputs_hash(&root, &files, level, key.is_some(), &settings);
     eprintln!(
         "[1/4] config.py and routes/: {} route files inspected ({:.1}s)",
         project.routes.len(),
@@ -103,6 +108,7 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
         route_files,
         root_files,
         settings.limits().memory_bytes,
+        plugins.clone(),
     )
     .await
     .map_err(|e| match e {
@@ -126,6 +132,7 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
     .await
     .context("compilation panicked")?;
     let native = native?;
+    let sealed = seal_plugins(&root, &plugins)?;
     eprintln!("      done ({:.1}s)", step.elapsed().as_secs_f64());
 
     let step = Instant::now();
@@ -156,11 +163,13 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
         inputs,
         routes: counts(&metadata.routes),
         sections: Vec::new(),
+        plugins: plugins.names().map(String::from).collect(),
     };
     let contents = Contents {
         metadata,
         component: baked,
         native,
+        plugins: sealed,
     };
     let written = tokio::task::spawn_blocking(move || {
         cache::write(&cache_dir, &contents, manifest, level, key.as_ref()).map(|m| (m, cache_dir))
@@ -256,7 +265,36 @@ fn sources(routes_dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
     Ok(out)
 }
 
-fn inputs_hash(root: &Path, files: &[(String, String)], level: i32, encrypted: bool) -> String {
+/// The `plugins` section: each plugin's component (read again from its file) and the native
+/// code already compiled for it.
+fn seal_plugins(root: &Path, plugins: &crate::plugins::Plugins) -> anyhow::Result<Vec<u8>> {
+    if plugins.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut sealed = Vec::new();
+    for plugin in plugins.iter() {
+        let source = crate::plugins::Source::read(root, &plugin.name, &plugin.settings)?;
+        let native = plugin
+            .component
+            .serialize()
+            .map_err(|e| anyhow::anyhow!("plugin `{}`: {e:#}", plugin.name))?;
+        sealed.push(crate::plugins::sealed::SealedPlugin {
+            name: plugin.name.clone(),
+            exports: plugin.exports.clone(),
+            wasm: source.wasm,
+            native,
+        });
+    }
+    Ok(crate::plugins::sealed::encode(&sealed))
+}
+
+fn inputs_hash(
+    root: &Path,
+    files: &[(String, String)],
+    level: i32,
+    encrypted: bool,
+    settings: &Settings,
+) -> String {
     let mut hasher = blake3::Hasher::new();
     hasher.update(env!("CARGO_PKG_VERSION").as_bytes());
     hasher.update(sandbox::GUEST_SHA256.as_bytes());
@@ -267,6 +305,35 @@ fn inputs_hash(root: &Path, files: &[(String, String)], level: i32, encrypted: b
     for name in RootFiles::NAMES {
         hasher.update(name.as_bytes());
         hasher.update(&read(&root.join(name)).unwrap_or_default());
+    }
+    // Each plugin's component and WIT files.
+    for (name, entry) in &settings.plugins {
+        hasher.update(name.as_bytes());
+        hasher.update(&fs::read(root.join(&entry.component)).unwrap_or_default());
+        let wit = match &entry.wit {
+            Some(wit) => root.join(wit),
+            None => root
+                .join(&entry.component)
+                .parent()
+                .map_or_else(|| root.join("wit"), |p| p.join("wit")),
+        };
+        let mut stack = vec![wit];
+        let mut wit_files = Vec::new();
+        while let Some(dir) = stack.pop() {
+            for entry in fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else {
+                    wit_files.push(path);
+                }
+            }
+        }
+        wit_files.sort();
+        for file in wit_files {
+            hasher.update(file.to_string_lossy().as_bytes());
+            hasher.update(&fs::read(&file).unwrap_or_default());
+        }
     }
     for (path, source) in files {
         hasher.update(&(path.len() as u64).to_le_bytes());

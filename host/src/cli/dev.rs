@@ -48,6 +48,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .context("engine setup panicked")??;
     let sandbox = Sandbox::new(engine, Some(&routes_dir), settings.limits())?;
+    let sandbox = sandbox
+        .with_plugins(crate::plugins::load_in_background(&root, &settings.plugins).await?)?;
     let project = Project::load(&root, &sandbox, None).await;
     for error in &project.scan_errors {
         tracing::error!("{error}");
@@ -67,6 +69,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let listener = super::listen(&settings.server, args.host, args.port).await?;
     let address = listener.local_addr().context("no local address")?;
     print_routes(&project);
+    for plugin in sandbox.plugins().iter() {
+        println!("  {:<24} {:<28} {}", "plugin", plugin.name, plugin.file);
+    }
     let routes = project.routes.len();
     let app = App::new(
         root,

@@ -1,12 +1,14 @@
 //! The command line: one module per command, like wasmtime's own CLI.
 //!
 //! `init` creates a project, `dev` serves one with hot reload, `build` writes the build cache
-//! that `run` serves from in production, `status` and `clean` report on and remove it.
+//! that `run` serves from in production, `status` and `clean` report on and remove it;
+//! `plugins stubs` writes `.pyi` stubs for the project's plugins.
 
 mod build;
 mod clean;
 mod dev;
 mod init;
+mod plugins;
 mod project_command;
 mod run;
 mod status;
@@ -40,9 +42,27 @@ pub enum Command {
     Status(CacheArgs),
     /// Remove the build cache.
     Clean(CacheArgs),
+    /// Work with the project's plugins (`plugins stubs` writes .pyi stubs for editors).
+    #[command(subcommand)]
+    Plugins(PluginsCommand),
     /// A project command from config.py's `commands` (listed below when run in a project).
     #[command(external_subcommand)]
     Project(Vec<String>),
+}
+
+/// `filerouter plugins ...`.
+#[derive(Debug, Subcommand)]
+pub enum PluginsCommand {
+    /// Write .pyi stubs for `filerouter.plugins.*` from each plugin's WIT (for editors and
+    /// type checkers).
+    Stubs {
+        /// The project folder.
+        #[arg(long, default_value = ".")]
+        project: PathBuf,
+        /// Where to write them [default: typings/ in the project, where Pyright looks].
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
 /// Options of `filerouter build`.
@@ -167,6 +187,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => done(run::run(args)),
         Command::Status(args) => done(status::run(args)),
         Command::Clean(args) => done(clean::run(args)),
+        Command::Plugins(command) => done(plugins::run(command)),
         Command::Project(args) => project_command::run(args),
     }
 }

@@ -1,7 +1,7 @@
 //! `filerouter run`: serve a project from its build cache, in production mode.
 //!
-//! Never scans `routes/` or reads route source: the routes, settings and the baked guest all
-//! come from the cache, which is verified (checksum, and the key if encrypted) before anything
+//! Never scans `routes/` or reads route source: the routes, settings, the baked guest and the
+//! plugins (never `plugins/`) all come from the cache, which is verified (checksum, and the key if encrypted) before anything
 //! is served. Errors answer `{"detail":"Internal Server Error"}`; details go to the log.
 
 use std::time::{Duration, Instant};
@@ -66,7 +66,16 @@ async fn serve(
             started.elapsed().as_secs_f64()
         );
     }
-    let sandbox = Sandbox::new(engine, None, settings.limits())?;
+    let sealed = crate::plugins::sealed::decode(&opened.plugins)
+        .map_err(|e| anyhow::anyhow!("the build cache: {e}"))?;
+    let declared = settings.plugins.clone();
+    let plugin_root = root.clone();
+    let plugins = tokio::task::spawn_blocking(move || {
+        crate::plugins::Plugins::from_sealed(&plugin_root, &declared, &sealed)
+    })
+    .await
+    .context("loading the plugins panicked")??;
+    let sandbox = Sandbox::new(engine, None, settings.limits())?.with_plugins(plugins)?;
     let project = Project::from_cache(&opened.metadata.routes, &opened.metadata.root_files);
     let routes = project.routes.len();
 

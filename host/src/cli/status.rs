@@ -20,6 +20,9 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
         manifest.routes.static_routes,
         manifest.routes.dynamic_routes
     );
+    if !manifest.plugins.is_empty() {
+        println!("plugins:     {}", manifest.plugins.join(", "));
+    }
     println!(
         "size:        {} on disk ({} before compression, zstd level {})",
         megabytes(cache::size(&dir)),

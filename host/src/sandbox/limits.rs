@@ -1,9 +1,15 @@
 //! Per-call limits of the sandbox: memory cap, time limit, request body size; and the memory
-//! limiter that enforces the cap and remembers whether it had to.
+//! limiter that enforces the cap (shared by a request's route and plugin instances) and
+//! remembers whether it had to.
 
 use std::time::Duration;
 
-use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
+use std::sync::{
+    Arc,
+    atomic::{AtomicUsize, Ordering},
+};
+
+use wasmtime::ResourceLimiter;
 
 /// The limits one call into the guest runs under (DECISIONS.md, "Sandbox guarantees").
 #[derive(Debug, Clone, PartialEq)]
@@ -26,22 +32,44 @@ impl Default for Limits {
     }
 }
 
-/// The memory limiter of one call: wasmtime's [`StoreLimits`], remembering whether it refused
-/// a memory grow, so that a trap can be blamed on the memory cap only when the cap was hit.
+/// The memory limiter of one instance, drawing on its request's memory cap: the route guest's
+/// instance and those of the plugins it calls share one budget (`share`), so a request cannot
+/// exceed the cap by spreading memory over plugins. A growth past the cap is refused (the
+/// guest sees `memory.grow` fail: Python raises `MemoryError`), and the limiter remembers it,
+/// so that a trap can be blamed on the memory cap only when the cap was hit.
 pub struct MemoryLimiter {
-    limits: StoreLimits,
+    cap: usize,
+    /// Bytes of linear memory held by all of the request's instances.
+    used: Arc<AtomicUsize>,
+    /// Bytes held by this instance, given back to the budget when it is dropped.
+    mine: usize,
     refused: bool,
 }
 
 impl MemoryLimiter {
+    /// The limiter of a request's first instance, with a cap of `memory_bytes`.
     pub fn new(memory_bytes: usize) -> Self {
         Self {
-            limits: StoreLimitsBuilder::new()
-                .memory_size(memory_bytes)
-                .trap_on_grow_failure(false)
-                .build(),
+            cap: memory_bytes,
+            used: Arc::default(),
+            mine: 0,
             refused: false,
         }
+    }
+
+    /// A limiter for another instance of the same request, drawing on the same budget.
+    pub fn share(&self) -> Self {
+        Self {
+            cap: self.cap,
+            used: self.used.clone(),
+            mine: 0,
+            refused: false,
+        }
+    }
+
+    /// The request's cap, in bytes.
+    pub fn cap(&self) -> usize {
+        self.cap
     }
 
     /// Whether a memory grow was refused during the call.
@@ -57,34 +85,39 @@ impl ResourceLimiter for MemoryLimiter {
         desired: usize,
         maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        let allowed = self.limits.memory_growing(current, desired, maximum)?;
-        self.refused |= !allowed;
-        Ok(allowed)
+        let delta = desired.saturating_sub(current);
+        let granted = maximum.is_none_or(|max| desired <= max)
+            && self
+                .used
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |used| {
+                    used.checked_add(delta).filter(|total| *total <= self.cap)
+                })
+                .is_ok();
+        if granted {
+            self.mine += delta;
+        } else {
+            self.refused = true;
+        }
+        Ok(granted)
     }
 
-    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+    fn memory_grow_failed(&mut self, _error: wasmtime::Error) -> wasmtime::Result<()> {
         self.refused = true;
-        self.limits.memory_grow_failed(error)
+        Ok(())
     }
 
     fn table_growing(
         &mut self,
-        current: usize,
+        _current: usize,
         desired: usize,
         maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        self.limits.table_growing(current, desired, maximum)
+        Ok(maximum.is_none_or(|max| desired <= max))
     }
+}
 
-    fn instances(&self) -> usize {
-        self.limits.instances()
-    }
-
-    fn tables(&self) -> usize {
-        self.limits.tables()
-    }
-
-    fn memories(&self) -> usize {
-        self.limits.memories()
+impl Drop for MemoryLimiter {
+    fn drop(&mut self) {
+        self.used.fetch_sub(self.mine, Ordering::SeqCst);
     }
 }

@@ -5,7 +5,8 @@
 //! [`Sandbox::load_config`]) makes a new `Store` and instance with the project's `routes/`
 //! preopened read-only (in development; production instances see no files at all), runs one
 //! export, and drops the instance: nothing survives a call. [`snapshot`] bakes the project's
-//! modules into the guest for production.
+//! modules into the guest for production. The project's plugins (`crate::plugins`) ride along:
+//! each call gets a plugin session whose instances are made on first use and dropped with it.
 //! Limits (memory, time) are enforced per call; see [`Limits`].
 //!
 //! This module knows nothing about HTTP routing; it only runs the guest.
@@ -27,6 +28,9 @@ use std::{
 use wasmtime::{Store, UpdateDeadline, component::ResourceTable};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
+pub use bindings::filerouter::sandbox::plugins::{
+    CallError as PluginCallError, FunctionInfo as PluginFunctionInfo, Node as PluginNode,
+};
 pub use bindings::filerouter::sandbox::types::{
     HandlerInfo, HandlerParam, HttpRequest, HttpResponse, PageTarget, ParamValue, PathParam,
     ProjectError, RouteTarget, Target,
@@ -35,7 +39,7 @@ pub use guest::SHA256 as GUEST_SHA256;
 pub use limits::{Limits, MemoryLimiter};
 pub use services::Upstream;
 
-use crate::kv::KvStore;
+use crate::{kv::KvStore, plugins::Plugins};
 
 use bindings::RouterPre;
 
@@ -69,11 +73,14 @@ pub enum SandboxError {
 struct CallState {
     wasi: WasiCtx,
     table: ResourceTable,
+    /// The request's memory cap, shared with the plugins it calls.
     limits: MemoryLimiter,
     /// The project's key-value store (`filerouter.kv`).
     kv: Arc<KvStore>,
     /// The host's answer for middleware's `call_next`, when the host serves the target.
     upstream: Option<Upstream>,
+    /// This call's plugin instances (`filerouter.plugins`), made on first use.
+    plugins: crate::plugins::Session,
 }
 
 impl CallState {
@@ -84,6 +91,7 @@ impl CallState {
             limits: MemoryLimiter::new(memory_bytes),
             kv,
             upstream: None,
+            plugins: crate::plugins::Session::default(),
         }
     }
 }
@@ -120,6 +128,8 @@ struct Inner {
     limits: Limits,
     /// The project's key-value store; kept when the limits change.
     kv: Arc<KvStore>,
+    /// The project's plugins; kept when the limits change.
+    plugins: Plugins,
 }
 
 impl Sandbox {
@@ -130,7 +140,13 @@ impl Sandbox {
         routes_dir: Option<&Path>,
         limits: Limits,
     ) -> Result<Self, SandboxError> {
-        Self::with_store(engine, routes_dir, limits, Arc::default())
+        Self::with_store(
+            engine,
+            routes_dir,
+            limits,
+            Arc::default(),
+            Plugins::default(),
+        )
     }
 
     fn with_store(
@@ -138,6 +154,7 @@ impl Sandbox {
         routes_dir: Option<&Path>,
         limits: Limits,
         kv: Arc<KvStore>,
+        plugins: Plugins,
     ) -> Result<Self, SandboxError> {
         let pre = engine
             .instance_pre::<CallState>(link)
@@ -150,6 +167,7 @@ impl Sandbox {
                 routes_dir: routes_dir.map(Path::to_path_buf),
                 limits,
                 kv,
+                plugins,
             }),
         })
     }
@@ -161,7 +179,29 @@ impl Sandbox {
             self.inner.routes_dir.as_deref(),
             limits,
             self.inner.kv.clone(),
+            self.inner.plugins.clone(),
         )
+    }
+
+    /// The same guest and project with other plugins (at start, and when `dev` reloads them).
+    pub fn with_plugins(&self, plugins: Plugins) -> Result<Self, SandboxError> {
+        Self::with_store(
+            self.inner.engine.clone(),
+            self.inner.routes_dir.as_deref(),
+            self.inner.limits.clone(),
+            self.inner.kv.clone(),
+            plugins,
+        )
+    }
+
+    /// The project's plugins.
+    pub fn plugins(&self) -> &Plugins {
+        &self.inner.plugins
+    }
+
+    /// The project's key-value store.
+    pub fn kv(&self) -> &Arc<KvStore> {
+        &self.inner.kv
     }
 
     /// The limits every call runs under.
@@ -240,13 +280,20 @@ impl Sandbox {
         }
         let output = output::GuestOutput::default();
         wasi.stdout(output.clone()).stderr(output.clone());
-        let state = CallState::new(wasi.build(), limits.memory_bytes, inner.kv.clone());
+        let deadline = Instant::now() + limits.timeout;
+        let mut state = CallState::new(wasi.build(), limits.memory_bytes, inner.kv.clone());
+        state.plugins = crate::plugins::Session::new(
+            inner.plugins.clone(),
+            state.limits.share(),
+            deadline,
+            inner.kv.clone(),
+        )
+        .with_output(output.clone());
         let mut store = Store::new(inner.engine.engine(), state);
         store.limiter(|state| &mut state.limits);
 
         // CPU-bound guests are stopped by the epoch: every tick they yield to the executor,
         // and once the deadline has passed they trap.
-        let deadline = Instant::now() + limits.timeout;
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |_| {
             if Instant::now() >= deadline {

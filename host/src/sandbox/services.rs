@@ -1,5 +1,7 @@
 //! The host services the guest imports (`wit/filerouter.wit`): `kv`, the project's key-value
-//! store, and `upstream`, which hands middleware's `call_next` the host's own answer.
+//! store; `upstream`, which hands middleware's `call_next` the host's own answer; and
+//! `plugins`, calls into the project's plugins (`crate::plugins`). Each impl here only adapts
+//! the generated trait to the service's own module.
 //!
 //! These are the only calls out of the sandbox besides WASI's clock, randomness and stdio.
 
@@ -7,7 +9,7 @@ use std::time::Duration;
 
 use super::{
     CallState,
-    bindings::filerouter::sandbox::{kv, types, upstream},
+    bindings::filerouter::sandbox::{kv, plugins, types, upstream},
 };
 use crate::sandbox::{HttpRequest, HttpResponse};
 
@@ -51,5 +53,20 @@ impl upstream::Host for CallState {
                 host_body: false,
             },
         }
+    }
+}
+
+impl plugins::Host for CallState {
+    fn describe(&mut self, plugin: String) -> Result<Vec<plugins::FunctionInfo>, String> {
+        self.plugins.describe(&plugin)
+    }
+
+    async fn call(
+        &mut self,
+        plugin: String,
+        function: String,
+        args: Vec<plugins::Node>,
+    ) -> wasmtime::Result<Result<Vec<plugins::Node>, plugins::CallError>> {
+        self.plugins.call(&plugin, &function, args).await
     }
 }

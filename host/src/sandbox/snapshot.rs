@@ -35,6 +35,7 @@ pub async fn bake(
     routes: Vec<String>,
     root_files: Vec<(String, String)>,
     memory_bytes: usize,
+    plugins: crate::plugins::Plugins,
 ) -> Result<Vec<u8>, BakeError> {
     let wasm = guest::wasm().map_err(BakeError::Snapshot)?;
     let failed: Arc<Mutex<Option<ProjectError>>> = Arc::default();
@@ -47,6 +48,7 @@ pub async fn bake(
                 routes,
                 root_files,
                 memory_bytes,
+                plugins,
                 report,
             )
             .await?;
@@ -71,6 +73,7 @@ async fn run_bake(
     routes: Vec<String>,
     root_files: Vec<(String, String)>,
     memory_bytes: usize,
+    plugins: crate::plugins::Plugins,
     report: Arc<Mutex<Option<ProjectError>>>,
 ) -> anyhow::Result<Snapshotter> {
     let wt = |e: wasmtime::Error| anyhow::anyhow!("{e:#}");
@@ -79,7 +82,12 @@ async fn run_bake(
     let mut linker = Linker::<CallState>::new(&engine);
     super::link(&mut linker).map_err(wt)?;
     // The bake runs no request: its key-value store is a throwaway.
-    let state = CallState::new(WasiCtxBuilder::new().build(), memory_bytes, Arc::default());
+    let mut state = CallState::new(WasiCtxBuilder::new().build(), memory_bytes, Arc::default());
+    // A route that calls a plugin at import time calls it here (with a throwaway store too);
+    // the bake has no time limit of its own beyond the build's.
+    let far = std::time::Instant::now() + std::time::Duration::from_secs(600);
+    state.plugins =
+        crate::plugins::Session::new(plugins, state.limits.share(), far, Arc::default());
     let mut store = Store::new(&engine, state);
     store.limiter(|state| &mut state.limits);
     let instance = linker

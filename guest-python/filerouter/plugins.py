@@ -1,0 +1,343 @@
+"""`filerouter.plugins`: call the project's plugins, WebAssembly components with WIT interfaces.
+
+`config.py` declares them (`plugins = {"markdown": {"component": "plugins/markdown/markdown.wasm"}}`)
+and route code calls their functions with Python values::
+
+    from filerouter.plugins import markdown
+
+    def GET(request):
+        return HTMLResponse(markdown.to_html("# Hello"))
+
+WIT names become Python names with `-` turned into `_` (`to-html` is `to_html`). Values map as
+follows, both ways: `bool`; the integer types as `int` (range-checked); `f32`/`f64` as `float`;
+`char` and `string` as `str`; `list<u8>` as `bytes`; other lists as `list`; tuples as `tuple`;
+records as `dict` (or, going in, any object with those attributes); `option<T>` as the value or
+`None`; enums as the case's name (`str`); flags as a `set` of names; variants as
+`Variant(case, value)`; a function's `result<T, E>` as its `T`, or a raised `PluginError` whose
+`value` is the `E` (a `result` elsewhere, as `Ok(value)` / `Err(value)`).
+
+The host does the converting, from the types the plugin's component declares (the guest is built
+once and knows no plugin). Each plugin runs in a sandbox of its own, made on its first call in a
+request and dropped with it.
+"""
+
+from wit_world.imports import plugins as _host
+from wit_world.imports.plugins import (
+    Node_Attributes,
+    Node_Big,
+    Node_Boolean,
+    Node_Bytes,
+    Node_Err,
+    Node_Float,
+    Node_Group,
+    Node_Items,
+    Node_Mapping,
+    Node_Members,
+    Node_None_,
+    Node_Ok,
+    Node_Signed,
+    Node_Tagged,
+    Node_Text,
+    Node_Unsigned,
+)
+
+__all__ = ["Err", "Ok", "PluginError", "PluginTrap", "Variant"]
+
+_S64 = (-(1 << 63), (1 << 63) - 1)
+_U64_MAX = (1 << 64) - 1
+
+
+class PluginError(Exception):
+    """A plugin function returned the error case of its `result`: `value` is that error's value
+    (converted like any other value; `None` for a bare `result<T>`)."""
+
+    def __init__(self, value, plugin=None, function=None):
+        super().__init__(value)
+        self.value = value
+        self.plugin = plugin
+        self.function = function
+
+    def __str__(self):
+        where = f"{self.plugin}.{self.function}" if self.plugin else "the plugin"
+        return f"{where} returned an error: {self.value!r}"
+
+
+class PluginTrap(Exception):
+    """A plugin stopped abnormally (a trap, its memory cap), or could not be started. Like an
+    exception in a handler, it answers 500 unless route code catches it."""
+
+
+class Variant:
+    """A case of a WIT `variant`: `Variant("circle", 2.0)`, `Variant("empty")`."""
+
+    __slots__ = ("case", "value")
+
+    def __init__(self, case, value=None):
+        if not isinstance(case, str):
+            raise TypeError(f"a variant's case is a str, not {type(case).__name__}")
+        self.case = case
+        self.value = value
+
+    def __eq__(self, other):
+        return isinstance(other, Variant) and (self.case, self.value) == (other.case, other.value)
+
+    def __hash__(self):
+        return hash((Variant, self.case, self.value))
+
+    def __repr__(self):
+        return f"Variant({self.case!r})" if self.value is None else f"Variant({self.case!r}, {self.value!r})"
+
+
+class Ok:
+    """The `ok` case of a WIT `result` inside another value (a top-level result is unwrapped)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value=None):
+        self.value = value
+
+    def __eq__(self, other):
+        return type(other) is type(self) and self.value == other.value
+
+    def __hash__(self):
+        return hash((type(self), self.value))
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.value!r})"
+
+
+class Err(Ok):
+    """The `err` case of a WIT `result` inside another value."""
+
+    __slots__ = ()
+
+
+def _encode(value):
+    """`value` as the node list of `wit/filerouter.wit`'s `plugins.node` (root first)."""
+    nodes = []
+    active = set()
+
+    def add(item):
+        index = len(nodes)
+        nodes.append(None)
+        if item is None:
+            node = Node_None_()
+        elif isinstance(item, bool):
+            node = Node_Boolean(item)
+        elif isinstance(item, int):
+            if _S64[0] <= item <= _S64[1]:
+                node = Node_Signed(item)
+            elif 0 <= item <= _U64_MAX:
+                node = Node_Unsigned(item)
+            else:
+                node = Node_Big(str(item))
+        elif isinstance(item, float):
+            node = Node_Float(item)
+        elif isinstance(item, str):
+            node = Node_Text(item)
+        elif isinstance(item, (bytes, bytearray, memoryview)):
+            node = Node_Bytes(bytes(item))
+        elif isinstance(item, Variant):
+            node = Node_Tagged((item.case, None if item.value is None else add(item.value)))
+        elif isinstance(item, Ok):
+            payload = None if item.value is None else add(item.value)
+            node = Node_Err(payload) if isinstance(item, Err) else Node_Ok(payload)
+        elif isinstance(item, (list, tuple, set, frozenset, dict)) or hasattr(item, "__dict__"):
+            if id(item) in active:
+                raise ValueError("cannot pass a value that contains itself to a plugin")
+            active.add(id(item))
+            try:
+                node = _container(item, add)
+            finally:
+                active.discard(id(item))
+        else:
+            node = _enum_value(item, add)
+        nodes[index] = node
+        return index
+
+    add(value)
+    return nodes
+
+
+def _container(item, add):
+    if isinstance(item, list):
+        return Node_Items([add(x) for x in item])
+    if isinstance(item, tuple):
+        return Node_Group([add(x) for x in item])
+    if isinstance(item, (set, frozenset)):
+        return Node_Members([add(x) for x in sorted(item, key=repr)])
+    if isinstance(item, dict):
+        fields = []
+        for key, field in item.items():
+            if not isinstance(key, str):
+                raise TypeError(f"a record's keys are str, not {type(key).__name__} ({key!r})")
+            fields.append((key, add(field)))
+        return Node_Mapping(fields)
+    import enum  # noqa: PLC0415  (preloaded; only objects get here)
+
+    if isinstance(item, enum.Enum):
+        return _enum_value(item, add)
+    names = getattr(type(item), "__dataclass_fields__", None) or vars(item)
+    return Node_Attributes([(name, add(getattr(item, name))) for name in names if not name.startswith("_")])
+
+
+def _enum_value(item, add):
+    import enum  # noqa: PLC0415
+
+    if isinstance(item, enum.Enum):
+        return Node_Text(item.value if isinstance(item.value, str) else item.name)
+    raise TypeError(f"cannot pass a {type(item).__name__} to a plugin")
+
+
+def _decode(nodes):
+    """The Python value of a node list from the host."""
+
+    def value(index):
+        node = nodes[index]
+        if isinstance(node, Node_None_):
+            return None
+        if isinstance(node, (Node_Boolean, Node_Signed, Node_Unsigned, Node_Float, Node_Text, Node_Bytes)):
+            return node.value
+        if isinstance(node, Node_Big):
+            return int(node.value)
+        if isinstance(node, Node_Items):
+            return [value(i) for i in node.value]
+        if isinstance(node, Node_Group):
+            return tuple(value(i) for i in node.value)
+        if isinstance(node, (Node_Mapping, Node_Attributes)):
+            return {name: value(i) for name, i in node.value}
+        if isinstance(node, Node_Members):
+            return {value(i) for i in node.value}
+        if isinstance(node, Node_Tagged):
+            case, payload = node.value
+            return Variant(case, None if payload is None else value(payload))
+        if isinstance(node, Node_Ok):
+            return Ok(None if node.value is None else value(node.value))
+        if isinstance(node, Node_Err):
+            return Err(None if node.value is None else value(node.value))
+        raise TypeError(f"unexpected value from the host: {node!r}")
+
+    return value(0) if nodes else None
+
+
+class _Function:
+    """One function of a plugin, called with Python values."""
+
+    def __init__(self, plugin, info):
+        self._plugin = plugin
+        self._info = info
+        self.__name__ = info.name
+        self.__qualname__ = f"{plugin}.{info.name}"
+
+    def __call__(self, *args, **kwargs):
+        info = self._info
+        params = list(info.params)
+        if len(args) > len(params):
+            raise TypeError(f"{self.__qualname__}() takes {len(params)} arguments but {len(args)} were given")
+        values = list(args)
+        for name in params[len(args):]:
+            if name not in kwargs:
+                raise TypeError(f"{self.__qualname__}() missing argument: '{name}'")
+            values.append(kwargs.pop(name))
+        if kwargs:
+            extra = next(iter(kwargs))
+            given_twice = extra in params
+            raise TypeError(
+                f"{self.__qualname__}() got multiple values for argument '{extra}'"
+                if given_twice
+                else f"{self.__qualname__}() got an unexpected keyword argument '{extra}'"
+            )
+        try:
+            nodes = _host.call(self._plugin, info.key, _encode(tuple(values)))
+        except Exception as exc:  # the binding raises `Err` carrying a `call-error`
+            raise _error(exc, self._plugin, info.name) from None
+        return _decode(nodes)
+
+    def __repr__(self):
+        params = ", ".join(self._info.params)
+        return f"<plugin function {self.__qualname__}({params})>"
+
+
+def _error(exc, plugin, function):
+    from wit_world.imports.plugins import (  # noqa: PLC0415
+        CallError_OutOfRange,
+        CallError_Returned,
+        CallError_Trapped,
+        CallError_Unknown,
+        CallError_WrongType,
+    )
+
+    error = getattr(exc, "value", None)
+    if isinstance(error, CallError_Returned):
+        return PluginError(_decode(error.value), plugin, function)
+    if isinstance(error, CallError_WrongType):
+        return TypeError(error.value)
+    if isinstance(error, CallError_OutOfRange):
+        return OverflowError(error.value)
+    if isinstance(error, CallError_Unknown):
+        return AttributeError(error.value)
+    if isinstance(error, CallError_Trapped):
+        return PluginTrap(error.value)
+    return exc
+
+
+class _Namespace:
+    """A plugin, or one of its exported interfaces: attributes are its functions."""
+
+    def __init__(self, name, functions, interfaces=()):
+        self._name = name
+        self._functions = functions
+        self._interfaces = dict(interfaces)
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        if attr in self._functions:
+            return self._functions[attr]
+        if attr in self._interfaces:
+            return self._interfaces[attr]
+        import difflib  # noqa: PLC0415
+
+        known = sorted(self._functions) + sorted(self._interfaces)
+        close = difflib.get_close_matches(attr, known, n=1)
+        hint = f"; did you mean `{close[0]}`?" if close else f" (it has: {', '.join(known) or 'nothing'})"
+        raise AttributeError(f"plugin `{self._name}` has no function `{attr}`{hint}")
+
+    def __dir__(self):
+        return sorted(self._functions) + sorted(self._interfaces)
+
+    def __repr__(self):
+        return f"<plugin {self._name}>"
+
+
+def _load(name):
+    try:
+        infos = _host.describe(name)
+    except Exception as exc:
+        raise ImportError(getattr(exc, "value", str(exc)), name=f"{__name__}.{name}") from None
+    flat = {}
+    ambiguous = set()
+    by_interface = {}
+    for info in infos:
+        function = _Function(name, info)
+        if info.interface is not None:
+            by_interface.setdefault(info.interface, {})[info.name] = function
+        if info.name in flat:
+            ambiguous.add(info.name)
+        flat[info.name] = function
+    for clash in ambiguous:
+        del flat[clash]
+    interfaces = {iface: _Namespace(f"{name}.{iface}", fns) for iface, fns in by_interface.items()}
+    return _Namespace(name, flat, interfaces)
+
+
+_loaded = {}
+
+
+def __getattr__(name):
+    """`from filerouter.plugins import NAME`: the plugin `config.py` declares as NAME."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    if name not in _loaded:
+        _loaded[name] = _load(name)
+    return _loaded[name]

@@ -1,0 +1,131 @@
+//! The wasmtime engine plugins run on: one per process, apart from the route guest's.
+//!
+//! Plugins get an engine of their own so that their instances never take a slot of the guest's
+//! instance pool (a request with a plugin call holds two instances at once) and so that their
+//! compiled code does not depend on the guest's pool settings. Instances are allocated on
+//! demand: a plugin is small next to the Python guest, and most requests call none.
+//! Compiled plugins are cached in the same folder as the compiled guest, by the component's
+//! hash and the engine's settings.
+
+use std::{
+    hash::{DefaultHasher, Hash, Hasher},
+    io::Write,
+    path::PathBuf,
+    sync::OnceLock,
+};
+
+use wasmtime::{Config, Engine, OptLevel, component::Component};
+
+use crate::sandbox::engine::EPOCH_TICK;
+
+/// The process's plugin engine, made (and its epoch ticker started) on first use.
+pub fn shared() -> &'static Engine {
+    static ENGINE: OnceLock<Engine> = OnceLock::new();
+    ENGINE.get_or_init(|| {
+        let mut config = Config::new();
+        config
+            .wasm_component_model(true)
+            .epoch_interruption(true)
+            .cranelift_opt_level(OptLevel::Speed);
+        // The configuration is fixed and valid; wasmtime rejects only contradictory settings.
+        let engine = Engine::new(&config).expect("the plugin engine's fixed configuration");
+        start_epoch_ticker(&engine);
+        engine
+    })
+}
+
+/// Compile `wasm` to this machine's native code, in the form [`load_native`] reads (for the
+/// build cache).
+pub fn precompile(wasm: &[u8]) -> Result<Vec<u8>, String> {
+    shared()
+        .precompile_component(wasm)
+        .map_err(|e| format!("{e:#}"))
+}
+
+/// A component from `native` (a build cache's precompiled code) if it fits this machine and
+/// filerouter build, else compiled here from `wasm`.
+pub fn load_native(native: &[u8], wasm: &[u8]) -> Result<Component, String> {
+    let engine = shared();
+    // SAFETY: `native` comes from a build cache whose checksum (and, if encrypted, its
+    // authentication tag) was verified, written by `precompile` of a filerouter build; wasmtime
+    // also checks its header against this engine and refuses a mismatch.
+    match unsafe { Component::deserialize(engine, native) } {
+        Ok(component) => Ok(component),
+        Err(e) => {
+            tracing::debug!("a cached plugin's native code does not fit here: {e:#}");
+            Component::new(engine, wasm).map_err(|e| format!("{e:#}"))
+        }
+    }
+}
+
+/// Compile `wasm`, or load its compiled form from the on-disk cache.
+pub fn compile_cached(wasm: &[u8]) -> Result<Component, String> {
+    let engine = shared();
+    let mut hasher = DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    let name = format!(
+        "plugin-{}-{:016x}.cwasm",
+        &blake3::hash(wasm).to_hex()[..32],
+        hasher.finish()
+    );
+    let path = cache_dir().join(name);
+    if path.exists() {
+        // SAFETY: written below by `precompile_component` of this engine configuration (the
+        // name carries the component's hash and the engine's compatibility hash); wasmtime
+        // checks the header and refuses an incompatible file.
+        match unsafe { Component::deserialize_file(engine, &path) } {
+            Ok(component) => return Ok(component),
+            Err(e) => tracing::warn!("ignoring unusable compiled plugin {}: {e}", path.display()),
+        }
+    }
+    let compiled = engine
+        .precompile_component(wasm)
+        .map_err(|e| format!("{e:#}"))?;
+    if let Err(e) = store(&path, &compiled) {
+        tracing::debug!(
+            "could not cache the compiled plugin in {}: {e}",
+            path.display()
+        );
+    }
+    // SAFETY: `compiled` was produced just above by this engine.
+    unsafe { Component::deserialize(engine, &compiled) }.map_err(|e| format!("{e:#}"))
+}
+
+fn cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("FILEROUTER_CACHE_DIR") {
+        return PathBuf::from(dir);
+    }
+    dirs::cache_dir()
+        .unwrap_or_else(std::env::temp_dir)
+        .join("filerouter")
+}
+
+fn store(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(path);
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(
+        ".tmp-plugin-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let mut file = std::fs::File::create(&tmp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+fn start_epoch_ticker(engine: &Engine) {
+    let weak = engine.weak();
+    let spawned = std::thread::Builder::new()
+        .name("filerouter-plugin-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(EPOCH_TICK);
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::error!("could not start the plugin epoch thread: {e}");
+    }
+}
