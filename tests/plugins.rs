@@ -240,9 +240,38 @@ fn probe() -> &'static Path {
                 "componentize-py failed:\n{}",
                 String::from_utf8_lossy(&out.stderr)
             );
+            // Compile it once (it is cached by hash) before tests start servers in parallel.
+            let warm = Project::new(&[("routes/index.py", "def GET(request):\n    return {}\n")]);
+            warm.write("config.py", GRANTS_KV);
+            copy_dir(&plugin, &warm.path().join("plugins/probe"));
+            warm_up(warm.path());
             (dir, plugin)
         })
         .1
+}
+
+/// Start `filerouter dev` in `dir` and stop it once it serves: compiles (and caches) the
+/// project's plugins, which can take long on a busy machine, outside any test's time limit.
+fn warm_up(dir: &Path) {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new("timeout")
+        .args(["600", support::binary().to_str().unwrap(), "dev", "--port", "0"])
+        .current_dir(dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+        if line.contains("http://") {
+            break;
+        }
+    }
+    // SIGTERM reaches filerouter through `timeout`, which passes it on.
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
 }
 
 /// A project with the probe plugin under `plugins/probe/` and `config` as config.py.
@@ -926,6 +955,7 @@ fn the_example_project_serves_both_plugins_from_dev_and_from_a_build() {
         "examples/plugins-demo/plugins/build.sh failed"
     );
     let project = Project::copy_of(&example);
+    warm_up(project.path());
     let check = |server: &Server| {
         let slug = support::json(server.get("/slug?title=Hello,%20C%20World!"));
         assert_eq!(
