@@ -258,7 +258,7 @@ pub fn decode(bytes: &[u8], key: Option<&CacheKey>) -> Result<Opened, CacheError
     let native = unpack("native", &take("native")?)?;
     let component_zst = take("component")?;
     let plugins = match take("plugins") {
-        Ok(bytes) => unpack("plugins", bytes)?,
+        Ok(bytes) => unpack("plugins", &bytes)?,
         Err(_) => Vec::new(),
     };
     Ok(Opened {

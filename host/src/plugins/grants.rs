@@ -14,7 +14,11 @@ use wasmtime_wasi::{
 };
 
 use super::{PluginError, engine};
-use crate::{config::PluginSettings, kv::KvStore, sandbox::{MemoryLimiter, output::GuestOutput}};
+use crate::{
+    config::PluginSettings,
+    kv::KvStore,
+    sandbox::{MemoryLimiter, output::GuestOutput},
+};
 
 /// The host service a plugin may import to reach the project's key-value store (the same
 /// interface route code uses, `wit/filerouter.wit`).

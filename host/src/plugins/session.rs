@@ -15,7 +15,10 @@ use wasmtime::{
 use super::{Plugin, Plugins, engine, grants::PluginState, value};
 use crate::{
     kv::KvStore,
-    sandbox::{MemoryLimiter, output::GuestOutput, PluginCallError as CallError, PluginFunctionInfo, PluginNode as Node},
+    sandbox::{
+        MemoryLimiter, PluginCallError as CallError, PluginFunctionInfo, PluginNode as Node,
+        output::GuestOutput,
+    },
 };
 
 /// A plugin instance living for the rest of the request.
@@ -233,8 +236,14 @@ async fn start(
     deadline: Instant,
     (kv, output): (Arc<KvStore>, Option<GuestOutput>),
 ) -> wasmtime::Result<Live> {
-    let state = PluginState::new(&plugin.settings, plugin.files.as_deref(), budget, &kv, output)
-        .map_err(wasmtime::Error::msg)?;
+    let state = PluginState::new(
+        &plugin.settings,
+        plugin.files.as_deref(),
+        budget,
+        &kv,
+        output,
+    )
+    .map_err(wasmtime::Error::msg)?;
     let mut store = Store::new(engine::shared(), state);
     store.limiter(|state| &mut state.budget);
     store.set_epoch_deadline(1);
