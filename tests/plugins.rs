@@ -989,7 +989,6 @@ fn stubs_describe_every_function_for_editors() {
 
 /// The example project, its plugins built from source by the documented command.
 #[test]
-#[ignore = "needs the C plugin toolchain, which .ci/run does not install yet"]
 fn the_example_project_serves_both_plugins_from_dev_and_from_a_build() {
     let example = repo().join("examples/plugins-demo");
     let status = Command::new("bash")
