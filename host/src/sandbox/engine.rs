@@ -16,7 +16,7 @@ use std::{
 };
 
 use wasmtime::{
-    Config, Enabled, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig,
+    Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig,
     component::{Component, InstancePre, Linker},
 };
 
@@ -93,6 +93,9 @@ impl SandboxEngine {
     }
 
     fn assemble(engine: Engine, component: Component, max_instances: u32) -> Self {
+        if let Ok(policy) = super::reset::policy() {
+            tracing::info!("sandbox memory reset: {policy}");
+        }
         start_epoch_ticker(&engine);
         Self {
             inner: Arc::new(EngineInner {
@@ -149,15 +152,11 @@ fn config(max_instances: u32) -> Result<Config, EngineError> {
         .max_memory_size(4 << 30)
         .max_component_instance_size(4 << 20)
         .max_core_instance_size(4 << 20)
-        .total_stacks(n)
-        // Reused slots keep up to 32 MiB resident and reset in place, rather than unmapping and
-        // faulting pages back in (each fault is a TLB flush, a VM exit on these machines).
-        // With `pagemap_scan` (Linux 6.7+) wasmtime 50 asks the kernel which pages the request
-        // dirtied and restores only those; on older kernels it falls back to copying the first
-        // `keep_resident` bytes back from the image, which is still correct.
-        .linear_memory_keep_resident(32 << 20)
-        .table_keep_resident(1 << 20)
-        .pagemap_scan(Enabled::Auto);
+        .total_stacks(n);
+    // How a used slot is made fresh again (PAGEMAP_SCAN or a copy): see `reset`.
+    super::reset::policy()
+        .map_err(|e| EngineError::Config(e.to_string()))?
+        .apply(&mut pool);
     let mut config = Config::new();
     config
         .wasm_component_model(true)

@@ -16,6 +16,7 @@ pub mod engine;
 mod guest;
 mod limits;
 pub mod output;
+pub mod reset;
 mod services;
 pub mod snapshot;
 

@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# Where a request's cost goes: CPU time, page faults and memory pages restored per request, for
+# `filerouter run` of this checkout (memory reset with PAGEMAP_SCAN, and with the copying reset
+# of kernels without it: FILEROUTER_PAGEMAP_SCAN=off), the previous filerouter binary (PREV_BIN,
+# optional), and FastAPI with one uvicorn worker and with as many workers as filerouter uses
+# cores (nproc: the tokio runtime's threads); all in one run.
+#
+#   bench/cpu.sh                                   # this checkout and FastAPI
+#   PREV_BIN=/path/to/old/filerouter bench/cpu.sh  # ... and a previous build beside them
+#
+# Every server gets the same fixed load after a warm-up: wrk -t1 -c$CONNS -d$DURATION on each
+# endpoint. Before and after it, /proc/PID/stat of the server and of all its descendants (the
+# uvicorn workers) gives CPU time (utime + stime) and minor and major page faults; each is
+# divided by the requests wrk completed. CPU time survives a busy machine better than req/s,
+# which is printed beside it. "pages restored" is, for filerouter, the private (written) pages
+# of the sandbox's linear-memory slots after a one-connection load of the same endpoint on a
+# fresh server: one slot serves it, and the host copies each of those pages back from the
+# snapshot after every request (with PAGEMAP_SCAN: the pages the slot's requests wrote;
+# without: the first megabytes, written or not).
+# Knobs: DURATION (10s), CONNS (32), RUNS (3: the median is printed), ENDPOINTS.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT="$PWD"
+DURATION="${DURATION:-10s}"
+CONNS="${CONNS:-32}"
+RUNS="${RUNS:-3}"
+ENDPOINTS="${ENDPOINTS:-/users/42 /}"
+PORT=8760
+CORES="$(nproc)"
+command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
+if [ ! -x bench/.venv/bin/uvicorn ]; then
+  python3 -m venv bench/.venv
+  bench/.venv/bin/pip install --quiet --disable-pip-version-check -r bench/peer/requirements.txt
+fi
+cargo build --release --quiet
+export FILEROUTER_CACHE_DIR="${FILEROUTER_CACHE_DIR:-$ROOT/target/filerouter-cache}"
+OUT="$(mktemp -d)"
+SERVER=""
+cleanup() { [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null; rm -rf "$OUT"; }
+trap cleanup EXIT
+
+# A build cache of examples/hello for each filerouter binary (their formats may differ).
+declare -A BINS=([filerouter-run]="$ROOT/target/release/filerouter")
+[ -n "${PREV_BIN:-}" ] && BINS[filerouter-run-previous]="$PREV_BIN"
+for label in "${!BINS[@]}"; do
+  cp -r examples/hello "$OUT/$label" && rm -rf "$OUT/$label/.cache"
+  "${BINS[$label]}" build --project "$OUT/$label" >/dev/null 2>&1
+done
+
+# The pids of a process and all its descendants.
+tree() {
+  local pids="$1" queue="$1" next p
+  while [ -n "$queue" ]; do
+    next=""
+    for p in $queue; do next="$next $(ps -o pid= --ppid "$p" 2>/dev/null || true)"; done
+    queue="$(echo $next)"; pids="$pids $queue"
+  done
+  echo $pids
+}
+# utime+stime (ticks), minflt, majflt summed over a process tree.
+counters() {
+  local t=0 mi=0 ma=0 p f
+  for p in $(tree "$1"); do
+    f=($(sed 's/^.*) //' /proc/"$p"/stat 2>/dev/null)) || continue
+    [ "${#f[@]}" -gt 13 ] || continue
+    # after "pid (comm) ": state=0 ppid=1 ... minflt=7 majflt=9 utime=11 stime=12
+    mi=$((mi + f[7])); ma=$((ma + f[9])); t=$((t + f[11] + f[12]))
+  done
+  echo "$t $mi $ma"
+}
+# Pages of one sandbox memory slot that are private to it (written since mapped from the
+# snapshot): the snapshot image's mapping (memfd) and the read-write mappings around it. The
+# largest over all slots is printed.
+restored_pages() {
+  python3 - "$1" <<'PY'
+import re, struct, sys
+pid = sys.argv[1]
+vmas = []
+for line in open(f"/proc/{pid}/maps"):
+    m = re.match(r"([0-9a-f]+)-([0-9a-f]+) (\S+) \S+ \S+ \S+\s*(.*)", line)
+    vmas.append((int(m.group(1), 16), int(m.group(2), 16), m.group(3), m.group(4)))
+pagemap = open(f"/proc/{pid}/pagemap", "rb")
+best = 0
+for i, (a, b, perms, name) in enumerate(vmas):
+    if "wasm-memory-image" not in name:
+        continue
+    lo, hi = a, b
+    j = i - 1
+    while j >= 0 and vmas[j][1] == lo and vmas[j][2] == "rw-p":
+        lo = vmas[j][0]; j -= 1
+    j = i + 1
+    while j < len(vmas) and vmas[j][0] == hi and vmas[j][2] == "rw-p":
+        hi = vmas[j][1]; j += 1
+    pagemap.seek(lo // 4096 * 8)
+    entries = struct.unpack(f"<{(hi - lo) // 4096}Q", pagemap.read((hi - lo) // 4096 * 8))
+    # present or swapped, and not a file (snapshot) page
+    private = sum(1 for e in entries if (e >> 63 & 1 or e >> 62 & 1) and not e >> 61 & 1)
+    best = max(best, private)
+print(best)
+PY
+}
+start() { # command... ; sets SERVER and waits for the first answer
+  "$@" >/dev/null 2>&1 &
+  SERVER=$!
+  for _ in $(seq 400); do curl -fs "http://127.0.0.1:$PORT/" >/dev/null && return; sleep 0.05; done
+  echo "server did not start: $*" >&2; exit 1
+}
+stop() { kill "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null || true; SERVER=""; }
+
+measure() { # label command...
+  local label="$1"; shift
+  local path restored
+  for path in $ENDPOINTS; do
+    restored="-"
+    if [[ "$label" == filerouter* ]]; then
+      start "$@"
+      wrk -t1 -c1 -d3s "http://127.0.0.1:$PORT$path" >/dev/null
+      restored="$(restored_pages "$SERVER")"
+      stop
+    fi
+    start "$@"
+    wrk -t1 -c"$CONNS" -d2s "http://127.0.0.1:$PORT$path" >/dev/null
+    for _ in $(seq "$RUNS"); do
+      read -r t0 mi0 ma0 < <(counters "$SERVER")
+      wrk -t1 -c"$CONNS" -d"$DURATION" "http://127.0.0.1:$PORT$path" > "$OUT/wrk.txt"
+      read -r t1 mi1 ma1 < <(counters "$SERVER")
+      local n rps errors
+      n="$(awk '/requests in/{print $1}' "$OUT/wrk.txt")"
+      rps="$(awk '/Requests\/sec/{print $2}' "$OUT/wrk.txt")"
+      errors="$(awk '/Non-2xx/{n+=$NF} /Socket errors/{gsub(/,/,""); n+=$4+$6+$8+$10} END{print n+0}' "$OUT/wrk.txt")"
+      echo "$label $path $n $rps $((t1 - t0)) $((mi1 - mi0)) $((ma1 - ma0)) $restored $errors"
+    done
+    stop
+  done
+}
+
+{
+  NEW="$ROOT/target/release/filerouter"
+  measure "filerouter-run" "$NEW" run --project "$OUT/filerouter-run" --port "$PORT"
+  measure "filerouter-run-copy" env FILEROUTER_PAGEMAP_SCAN=off "$NEW" run --project "$OUT/filerouter-run" --port "$PORT"
+  if [ -n "${PREV_BIN:-}" ]; then
+    measure "filerouter-run-previous" "$PREV_BIN" run --project "$OUT/filerouter-run-previous" --port "$PORT"
+  fi
+  measure "fastapi-1-worker" "$ROOT/bench/.venv/bin/uvicorn" app:app --app-dir "$ROOT/bench/peer" \
+    --port "$PORT" --log-level warning
+  measure "fastapi-$CORES-workers" "$ROOT/bench/.venv/bin/uvicorn" app:app --app-dir "$ROOT/bench/peer" \
+    --port "$PORT" --log-level warning --workers "$CORES"
+} > "$OUT/raw.txt"
+
+python3 - "$OUT/raw.txt" "$(getconf CLK_TCK)" <<'PY'
+import statistics, sys
+ticks = int(sys.argv[2])
+rows = {}
+for line in open(sys.argv[1]):
+    label, path, n, rps, cpu, minflt, majflt, restored, errors = line.split()
+    rows.setdefault((label, path), []).append(
+        (float(rps), int(cpu) / ticks * 1000 / int(n), int(minflt) / int(n), int(majflt) / int(n), restored, int(errors)))
+print("| server | endpoint | req/s | CPU ms / request | minor faults / request | major faults / request | pages restored / request | errors |")
+print("|---|---|---|---|---|---|---|---|")
+for (label, path), runs in rows.items():
+    med = lambda i: statistics.median(r[i] for r in runs)
+    restored = runs[0][4]
+    restored = f"{int(restored):,}" if restored != "-" else "-"
+    print(f"| {label} | GET {path} | {med(0):,.0f} | {med(1):.3f} | {med(2):.2f} | {med(3):.3f} | {restored} | {sum(r[5] for r in runs)} |")
+PY

@@ -1,0 +1,238 @@
+//! Isolation, proven rather than assumed: nothing a request does is visible to any later
+//! request, on any instance slot, whichever way the host makes a used slot fresh again (only
+//! the pages a request dirtied, found with the kernel's `PAGEMAP_SCAN`; or, without it, a copy
+//! of the first megabytes from the snapshot and the rest unmapped).
+//!
+//! Every request of the probe route first looks for what earlier requests could have left (a
+//! module global, a large `bytearray` filled with a pattern, a mutated standard-library object,
+//! a cached import, `sys.modules` entries, attributes on snapshot functions spread over the
+//! heap), then leaves all of them itself. The project is served by `filerouter run` from a
+//! build cache (the route module is in the snapshot) with 4 instance slots, so a slot serves
+//! many requests in turn.
+
+mod support;
+
+use std::{collections::BTreeSet, sync::Mutex, thread};
+
+use serde_json::Value;
+use support::{Project, Server, client, json};
+
+const SEQUENTIAL: usize = 1_000;
+const CONCURRENT: usize = 1_000;
+const THREADS: usize = 8;
+
+const PROBE: &str = r#"
+"""Report what earlier requests left behind, then leave markers of this request's own."""
+
+import builtins
+import decimal
+import gc
+import json
+import os
+import sys
+import types
+
+MARKS = []          # a module global
+BIG = None          # a large bytearray, kept in a module global
+PATTERN = b"\xa5\x5a\xc3\x3c"
+
+
+def _spread_functions():
+    """Functions of the snapshot at least 64 KiB apart in memory: an attribute set on each
+    dirties one page in each of that many disjoint regions of the heap."""
+    found = {}
+    for module in list(sys.modules.values()):
+        for value in list(getattr(module, "__dict__", {}).values()):
+            if isinstance(value, types.FunctionType):
+                found[id(value)] = value
+    chosen, last = [], -(1 << 30)
+    for address in sorted(found):
+        if address - last >= 64 * 1024:
+            chosen.append(found[address])
+            last = address
+    return chosen
+
+
+def GET(request, token: str, big: int = 0):
+    global BIG
+    tracked = len(gc.get_objects())
+    modules = len(sys.modules)
+    seen = []
+    if MARKS:
+        seen.append(f"module global {MARKS}")
+    if BIG is not None:
+        seen.append(f"bytearray of {len(BIG)} bytes")
+    for name in ("_probe_mark", "_probe_big"):
+        if hasattr(json, name):
+            seen.append(f"json.{name}")
+        if hasattr(builtins, name):
+            seen.append(f"builtins.{name}")
+    if os.environ:
+        seen.append(f"os.environ {dict(os.environ)}")
+    if decimal.getcontext().prec != 28:
+        seen.append(f"decimal precision {decimal.getcontext().prec}")
+    leftover = sorted(name for name in sys.modules if name.startswith(("_probe", "_lib")))
+    if leftover:
+        seen.append(f"sys.modules {leftover}")
+    spread = _spread_functions()
+    marked = [fn.__qualname__ for fn in spread if getattr(fn, "_probe_mark", None) is not None]
+    if marked:
+        seen.append(f"{len(marked)} marked functions, e.g. {marked[:3]}")
+
+    # Now leave every kind of marker.
+    MARKS.append(token)
+    size = (48 << 20) if big else (1 << 20)
+    BIG = bytearray(PATTERN) * (size // len(PATTERN))
+    json._probe_mark = token
+    json._probe_big = BIG
+    builtins._probe_mark = token
+    os.environ["PROBE"] = token
+    decimal.getcontext().prec = 7
+    sys.modules["_probe_" + token] = types.ModuleType("_probe_" + token)
+    from _lib import leftover as helper  # a cached import: runs the helper once per instance
+
+    helper.COUNT += 1
+    for fn in spread:
+        fn._probe_mark = token
+    return {
+        "token": token,
+        "seen": seen,
+        "tracked": tracked,
+        "modules": modules,
+        "spread": len(spread),
+        "helper_count": helper.COUNT,
+    }
+"#;
+
+fn project() -> Project {
+    let project = Project::new(&[
+        ("routes/probe/route.py", PROBE),
+        ("routes/_lib/__init__.py", ""),
+        ("routes/_lib/leftover.py", "COUNT = 0\n"),
+        ("config.py", "server = {\"workers\": 4}\n"),
+    ]);
+    let (code, out, err) = support::run(
+        &["build", "--project", project.path().to_str().unwrap()],
+        project.path(),
+    );
+    assert_eq!(code, 0, "build failed:\n{out}\n{err}");
+    project
+}
+
+/// One probe request; panics on anything but a clean answer.
+fn probe(client: &reqwest::blocking::Client, server: &Server, token: usize, big: bool) -> Value {
+    let url = server.url(&format!("/probe?token={token:08}&big={}", u8::from(big)));
+    let response = client.get(&url).send().expect("GET /probe");
+    assert_eq!(response.status(), 200, "request {token}");
+    json(response)
+}
+
+/// What every answer must say: nothing seen, the helper imported afresh, the same interpreter
+/// state at the start of the handler as every other request.
+struct Expect {
+    baseline: Mutex<Option<(u64, u64, u64)>>,
+}
+
+impl Expect {
+    fn check(&self, answer: &Value, token: usize) {
+        assert_eq!(answer["token"], format!("{token:08}"));
+        assert_eq!(
+            answer["seen"],
+            Value::Array(vec![]),
+            "request {token} saw what an earlier request left"
+        );
+        assert_eq!(
+            answer["helper_count"], 1,
+            "request {token}: the import was cached"
+        );
+        let spread = answer["spread"].as_u64().unwrap();
+        assert!(spread > 64, "only {spread} disjoint regions dirtied");
+        let state = (
+            answer["tracked"].as_u64().unwrap(),
+            answer["modules"].as_u64().unwrap(),
+            spread,
+        );
+        let mut baseline = self.baseline.lock().unwrap();
+        let first = *baseline.get_or_insert(state);
+        assert_eq!(
+            state, first,
+            "request {token} started from a different interpreter state \
+             (objects the collector tracks, modules, spread functions)"
+        );
+    }
+}
+
+fn hunt_leftovers(mode: &str) -> (Project, Server) {
+    let project = project();
+    let server = Server::run(
+        &project,
+        &[("FILEROUTER_PAGEMAP_SCAN", mode), ("RUST_LOG", "info")],
+    );
+    let expect = Expect {
+        baseline: Mutex::new(None),
+    };
+    let http = client();
+    // Sequential: every request follows the one before it, mostly on the same slot.
+    for token in 0..SEQUENTIAL {
+        let answer = probe(&http, &server, token, token % 50 == 49);
+        expect.check(&answer, token);
+    }
+    // Concurrent: more clients than slots, so requests land on every slot in turn.
+    let tokens: Mutex<BTreeSet<usize>> = Mutex::new(BTreeSet::new());
+    thread::scope(|scope| {
+        for t in 0..THREADS {
+            let (server, expect, tokens) = (&server, &expect, &tokens);
+            scope.spawn(move || {
+                let http = client();
+                for i in 0..CONCURRENT / THREADS {
+                    let token = SEQUENTIAL + t * (CONCURRENT / THREADS) + i;
+                    let answer = probe(&http, server, token, i % 40 == 39);
+                    expect.check(&answer, token);
+                    tokens.lock().unwrap().insert(token);
+                }
+            });
+        }
+    });
+    assert_eq!(tokens.lock().unwrap().len(), CONCURRENT);
+    (project, server)
+}
+
+#[test]
+fn no_request_sees_another_with_pagemap_scan() {
+    let (_project, server) = hunt_leftovers("auto");
+    let log = server.log();
+    if filerouter::sandbox::reset::pagemap_scan_available() {
+        assert!(
+            log.contains("memory reset: dirty pages"),
+            "pagemap_scan is available but not in use:\n{log}"
+        );
+    } else {
+        eprintln!("this kernel has no PAGEMAP_SCAN (Linux 6.7+): the copying reset was tested");
+    }
+}
+
+#[test]
+fn no_request_sees_another_without_pagemap_scan() {
+    let (_project, server) = hunt_leftovers("off");
+    let log = server.log();
+    assert!(
+        log.contains("memory reset: copy"),
+        "FILEROUTER_PAGEMAP_SCAN=off was not in effect:\n{log}"
+    );
+}
+
+#[test]
+fn a_bad_pagemap_setting_stops_the_server_with_its_name() {
+    let project = Project::new(&[("routes/index.py", "def GET(request):\n    return {}\n")]);
+    let path = project.path().to_str().unwrap();
+    let (code, out, err) = support::run_with_env(
+        &["dev", "--project", path, "--port", "0"],
+        project.path(),
+        &[("FILEROUTER_PAGEMAP_SCAN", "sometimes")],
+    );
+    assert_ne!(code, 0, "started anyway:\n{out}\n{err}");
+    assert!(
+        err.contains("FILEROUTER_PAGEMAP_SCAN=\"sometimes\"") && err.contains("auto, on or off"),
+        "{err}"
+    );
+}
