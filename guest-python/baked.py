@@ -10,7 +10,9 @@ module global changes it for its own request only.
 """
 
 import importlib.abc
+import importlib.resources.abc
 import importlib.util
+import io
 import sys
 
 # Route file (relative to routes/) -> the module imported at build time.
@@ -19,6 +21,10 @@ MODULES = {}
 ROOT_MODULES = {}
 # Source of every .py file under routes/, keyed by its path relative to routes/.
 SOURCES = {}
+# Every file of the project's `.packages/` (filerouter packages install), keyed by its path
+# relative to it: modules are imported from here, data files read through `get_data`.
+PACKAGES = {}
+PACKAGES_ROOT = "/packages/"
 
 
 class SourceFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -61,3 +67,140 @@ def install(files):
     SOURCES.update(dict(files))
     if not any(isinstance(f, SourceFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, SourceFinder())
+
+
+class PackageFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports the project's packages (`.packages/`) from `PACKAGES`: production instances see
+    no files. Data files inside them are readable with `get_data` (`pkgutil.get_data`)."""
+
+    def _path(self, fullname):
+        base = fullname.replace(".", "/")
+        if base + "/__init__.py" in PACKAGES:
+            return base + "/__init__.py", True
+        if base + ".py" in PACKAGES:
+            return base + ".py", False
+        return None, False
+
+    def find_spec(self, fullname, path=None, target=None):
+        rel, package = self._path(fullname)
+        if rel is None:
+            return None
+        spec = importlib.util.spec_from_loader(fullname, self, origin=PACKAGES_ROOT + rel, is_package=package)
+        spec.has_location = True
+        if package:
+            spec.submodule_search_locations = [PACKAGES_ROOT + rel.rsplit("/", 1)[0]]
+        return spec
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        rel, _ = self._path(module.__name__)
+        module.__file__ = PACKAGES_ROOT + rel
+        code = compile(PACKAGES[rel], module.__file__, "exec", dont_inherit=True)
+        exec(code, module.__dict__)
+
+    def get_data(self, path):
+        rel = path[len(PACKAGES_ROOT):] if path.startswith(PACKAGES_ROOT) else path
+        if rel not in PACKAGES:
+            raise FileNotFoundError(path)
+        return PACKAGES[rel]
+
+    def get_resource_reader(self, fullname):
+        rel, package = self._path(fullname)
+        if rel is None or not package:
+            return None
+        return _PackageResources(rel.rsplit("/", 1)[0])
+
+
+class _PackageResources(importlib.resources.abc.TraversableResources):
+    """`importlib.resources.files(package)` for a baked package (zoneinfo reads tzdata so)."""
+
+    def __init__(self, folder):
+        self.folder = folder
+
+    def files(self):
+        return _BakedPath(self.folder)
+
+
+class _BakedPath(importlib.resources.abc.Traversable):
+    """A file or folder of `PACKAGES`, read-only."""
+
+    def __init__(self, rel):
+        self.rel = rel.strip("/")
+
+    @property
+    def name(self):
+        return self.rel.rsplit("/", 1)[-1]
+
+    def is_file(self):
+        return self.rel in PACKAGES
+
+    def is_dir(self):
+        prefix = self.rel + "/"
+        return any(path.startswith(prefix) for path in PACKAGES)
+
+    def iterdir(self):
+        prefix = self.rel + "/"
+        children = sorted({path[len(prefix):].split("/", 1)[0] for path in PACKAGES if path.startswith(prefix)})
+        return iter([_BakedPath(prefix + child) for child in children])
+
+    def joinpath(self, *parts):
+        return _BakedPath("/".join([self.rel, *[str(p).strip("/") for p in parts]]))
+
+    __truediv__ = joinpath
+
+    def open(self, mode="r", *args, **kwargs):
+        if self.rel not in PACKAGES:
+            raise FileNotFoundError(PACKAGES_ROOT + self.rel)
+        data = PACKAGES[self.rel]
+        if "b" in mode:
+            return io.BytesIO(data)
+        return io.TextIOWrapper(io.BytesIO(data), *args, **kwargs)
+
+    def read_bytes(self):
+        with self.open("rb") as handle:
+            return handle.read()
+
+    def read_text(self, encoding=None):
+        with self.open("r", encoding=encoding) as handle:
+            return handle.read()
+
+    def __str__(self):
+        return PACKAGES_ROOT + self.rel
+
+
+def install_packages(files):
+    """Keep the project's package files ((path, bytes) pairs) importable through
+    `PackageFinder`."""
+    if not files:
+        return
+    PACKAGES.update({path: bytes(data) for path, data in files})
+    if not any(isinstance(f, PackageFinder) for f in sys.meta_path):
+        sys.meta_path.append(PackageFinder())
+
+
+def top_level_names():
+    """The importable top-level names of the installed packages."""
+    names = set()
+    for path in PACKAGES:
+        first = path.split("/", 1)[0]
+        if first.endswith((".dist-info", ".egg-info", ".data")) or first.startswith((".", "_")):
+            continue
+        if "/" in path and path.endswith("/__init__.py") and path.count("/") == 1:
+            names.add(first)
+        elif "/" not in path and path.endswith(".py"):
+            names.add(path[:-3])
+    return sorted(names)
+
+
+def import_packages():
+    """Import every top-level package now, so the snapshot carries it. One that does not import
+    in the sandbox is left out here; a route that imports it reports the error at build."""
+    for name in top_level_names():
+        before = set(sys.modules)
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001
+            for added in set(sys.modules) - before:
+                sys.modules.pop(added, None)

@@ -7,25 +7,20 @@ runs in a fresh instance made from that snapshot.
 """
 
 import inspect
-import json
 import os
 import random
 
-import docstrings
+import describe
 import pipeline
 import preload  # noqa: F401  (puts the standard library set into the snapshot)
 import project
 import settings
 import wit_text
 from componentize_py_types import Err
-from filerouter import params
 from filerouter.exceptions import NoHandlerError
 from filerouter.requests import Request
-from filerouter.responses import jsonable
 from wit_world import exports
 from wit_world.imports.types import (
-    HandlerInfo,
-    HandlerParam,
     HttpResponse,
     ParamValue_Segments,
     Target_Route,
@@ -69,51 +64,6 @@ def _require_handlers(module, file):
     )
 
 
-def _default_json(default):
-    if default is inspect.Parameter.empty or isinstance(default, params.Depends):
-        return None
-    try:
-        return json.dumps(default, default=jsonable, allow_nan=False)
-    except (TypeError, ValueError):
-        return None
-
-
-def _describe(method, fn):
-    summary, description, texts = docstrings.parse(inspect.getdoc(fn))
-    described = []
-    signature, hints = params.signature_of(fn)
-    own = [
-        (p, hints)
-        for p in signature.parameters.values()
-        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-        and not params.wants_request(p, hints)
-        and params.dependency_of(p, hints) is None
-    ]
-    names = {p.name for p, _ in own}
-    from_dependencies = [(p, h) for p, h in params.query_params_of(fn, names) if p.name not in names]
-    for param, hints in own + from_dependencies:
-        hint = hints.get(param.name, inspect.Parameter.empty)
-        enum_cls = params.enum_class(hint)
-        described.append(
-            HandlerParam(
-                name=param.name,
-                kind=params.kind_of(hint),
-                choices=[wit_text.safe(m.value) for m in enum_cls] if enum_cls else [],
-                has_default=param.default is not inspect.Parameter.empty,
-                default_json=_default_json(param.default),
-                description=wit_text.safe(texts.get(param.name)),
-            )
-        )
-    return HandlerInfo(
-        method=method,
-        is_async=inspect.iscoroutinefunction(fn),
-        doc=wit_text.safe(inspect.getdoc(fn)),
-        summary=wit_text.safe(summary),
-        description=wit_text.safe(description),
-        params=described,
-    )
-
-
 def _to_wit(response):
     status = response.status_code
     # A 1xx is informational (RFC 9110): it can never be a handler's final answer.
@@ -134,13 +84,13 @@ class Guest(exports.Guest):
         try:
             module = project.load_route(file)
             _require_handlers(module, file)
-            return [_describe(method, fn) for method, fn in _handlers(module)]
+            return [describe.describe(method, fn) for method, fn in _handlers(module)]
         except BaseException as exc:
             raise Err(project.error_report(exc)) from None
 
-    def bake(self, files, routes, root_files):
+    def bake(self, files, routes, root_files, packages):
         try:
-            project.bake(files, routes, root_files)
+            project.bake(files, routes, root_files, packages)
         except BaseException as exc:
             raise Err(project.error_report(exc)) from None
 

@@ -7,7 +7,10 @@ The README lists this set; extend it here to offer more.
 """
 
 # ruff: noqa: F401
+import sys
+
 import abc
+import ast
 import array
 import asyncio
 import base64
@@ -24,8 +27,18 @@ import dataclasses
 import datetime
 import decimal
 import difflib
+import email.message
+import email.parser
 import email.utils
+import errno
+import encodings.ascii
+import encodings.cp1252
 import encodings.idna
+import encodings.latin_1
+import encodings.raw_unicode_escape
+import encodings.unicode_escape
+import encodings.utf_16
+import encodings.utf_32
 import enum
 import fnmatch
 import fractions
@@ -37,7 +50,10 @@ import hmac
 import html
 import html.parser
 import http
+import http.client
 import http.cookies
+import importlib.resources
+import importlib.util
 import inspect
 import io
 import ipaddress
@@ -50,28 +66,49 @@ import numbers
 import operator
 import os
 import pathlib
+import pickle
+import pkgutil
+import posixpath
 import pprint
 import random
 import re
 import secrets
 import shlex
+import shutil
 import socket
+import stat
 import statistics
 import string
 import struct
-import sys
+import tempfile
 import textwrap
+import threading
 import time
 import traceback
 import types
 import typing
 import unicodedata
+import urllib.error
 import urllib.parse
+import urllib.request
+import urllib.response
 import uuid
 import warnings
 import weakref
 import xml.etree.ElementTree
+import zipimport
 import zlib
+import zoneinfo
+
+# Installed last: the standard library above imported without `ssl`, as it must on WASI.
+# CPython on WASI has no `ssl` (no `_ssl`): packages that import it at load time get the
+# stand-in in nossl.py (the sandbox has no network, so TLS could never be used anyway).
+try:
+    import ssl
+except ImportError:
+    import nossl as ssl
+
+    sys.modules["ssl"] = ssl
 
 MODULES = sorted(
     name

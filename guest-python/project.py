@@ -19,6 +19,8 @@ import wit_text
 from wit_world.imports.types import Frame, ProjectError
 
 ROUTES_DIR = "/routes"
+# The project's `.packages/` (filerouter packages install), mounted read-only in development.
+PACKAGES_DIR = "/packages"
 _route_counter = 0
 
 
@@ -32,10 +34,14 @@ def project_path(filename):
 
 
 def _enable_route_imports():
-    # Let route files import helpers from private folders (`from _lib import db`).
+    # Let route files import helpers from private folders (`from _lib import db`), and the
+    # project's packages when `.packages/` is mounted (development; a build bakes them).
     if ROUTES_DIR not in sys.path:
         sys.path.insert(0, ROUTES_DIR)
         sys.path_importer_cache.pop(ROUTES_DIR, None)
+        if not baked.PACKAGES and os.path.isdir(PACKAGES_DIR):
+            sys.path.insert(1, PACKAGES_DIR)
+            sys.path_importer_cache.pop(PACKAGES_DIR, None)
 
 
 def load_route(file):
@@ -71,12 +77,14 @@ def load_root(name, sources):
     return _exec_route("/project/" + name, source.encode())
 
 
-def bake(files, routes, root_files):
-    """Import every route in `routes` and every root file from the sources given, for the build
-    snapshot."""
+def bake(files, routes, root_files, packages=()):
+    """Import the project's packages, every route in `routes` and every root file from the
+    sources given, for the build snapshot."""
     from filerouter import params  # noqa: PLC0415  (the guest's module, not project code)
 
     baked.install(files)
+    baked.install_packages(packages)
+    baked.import_packages()
     for file in routes:
         path = os.path.join(ROUTES_DIR, file)
         module = baked.MODULES[file] = _exec_route(path, baked.SOURCES[file].encode())
@@ -141,9 +149,11 @@ def suggestions_for(exc):
             if match != top:
                 out.append(f"Did you mean `{match}`?")
         out.append(
-            f"`{name or 'that module'}` is not available in the sandbox, and nothing needs installing: "
-            "route code cannot use third-party packages. It can import your own helpers from "
-            "private folders (routes/_lib/) and these standard-library modules: " + ", ".join(stdlib)
+            f"`{name or 'that module'}` is not available in the sandbox. A pure-Python package from "
+            "PyPI can be: list it in requirements.txt and run `filerouter packages install` "
+            "(packages with native code cannot run in the sandbox). Route code can also import "
+            "your own helpers from private folders (routes/_lib/) and these standard-library "
+            "modules: " + ", ".join(stdlib)
         )
     elif isinstance(exc, IndentationError):
         out.append("Indent with 4 spaces and do not mix tabs and spaces")

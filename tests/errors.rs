@@ -190,7 +190,7 @@ fn import_failures_name_file_and_line() {
     assert!(error["type"] == "ModuleNotFoundError" || error["type"] == "ImportError");
     assert_eq!(error["line"], 1);
     let hints = suggestions(&error);
-    assert!(hints.contains("nothing needs installing"), "{hints}");
+    assert!(hints.contains("filerouter packages install"), "{hints}");
     assert!(
         hints.contains("json") && hints.contains("datetime"),
         "{hints}"

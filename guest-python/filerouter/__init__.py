@@ -13,6 +13,8 @@ Route files use it like FastAPI::
 
 from . import kv, plugins
 from .exceptions import HTTPException
+from .forms import FormData, UploadFile
+from .markers import Body, Cookie, Field, File, Form, Header, Path, Query
 from .params import Depends
 from .requests import Headers, QueryParams, Request, State
 from .responses import (
@@ -24,17 +26,27 @@ from .responses import (
 )
 
 __all__ = [
+    "Body",
+    "Cookie",
     "Depends",
+    "Field",
+    "File",
+    "Form",
+    "FormData",
+    "Header",
     "HTTPException",
     "Headers",
     "HTMLResponse",
     "JSONResponse",
+    "Path",
     "PlainTextResponse",
+    "Query",
     "QueryParams",
     "RedirectResponse",
     "Request",
     "Response",
     "State",
+    "UploadFile",
     "kv",
     "plugins",
 ]

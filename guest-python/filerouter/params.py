@@ -1,92 +1,47 @@
-"""Binding a handler's parameters: path parameters and query parameters, converted by type hint.
+"""Binding a handler's parameters, as FastAPI does: the request, path, query, header and cookie
+parameters, the JSON body or form fields, and `Depends`.
 
-Conversion failures are collected as FastAPI (pydantic 2) reports them, so a client gets the same
-422 body from filerouter as from FastAPI.
+Where each parameter comes from is decided once per function (`specs_of`, baked into the build
+snapshot): a `Query`/`Path`/`Header`/`Cookie`/`Body`/`Form`/`File` marker says so; otherwise a
+`[name]` folder makes it a path parameter, a dataclass, TypedDict, `dict` or list of records
+makes it the JSON body, `UploadFile` a file, and anything else a query parameter. Values are
+checked by `validation`, and failures collected as FastAPI (pydantic 2) reports them, so a client
+gets the same 422 body from filerouter as from FastAPI.
 """
 
 import contextlib
+import dataclasses
+import datetime
+import decimal
 import enum
 import inspect
+import json
 import typing
 import uuid
 
-from .exceptions import HandlerSignatureError, RequestValidationError
+import wit_text
+
+from . import validation
+from .exceptions import HandlerSignatureError, HTTPException, RequestValidationError
+from .forms import UploadFile
+from .markers import Body, File, Form, Param, marker_of
 from .requests import Request
+from .validation import INVALID, split_annotated
 
-_TRUE = {"1", "on", "t", "true", "y", "yes"}
-_FALSE = {"0", "off", "f", "false", "n", "no"}
-
-
-def _to_int(raw):
-    text = raw.strip()
-    if text[:1] in "+-":
-        digits = text[1:]
-    else:
-        digits = text
-    if not digits.isascii() or not digits.isdigit():
-        raise _Invalid("int_parsing", "Input should be a valid integer, unable to parse string as an integer")
-    return int(text)
-
-
-def _to_float(raw):
-    try:
-        if "_" in raw:
-            raise ValueError(raw)
-        return float(raw)
-    except ValueError:
-        raise _Invalid("float_parsing", "Input should be a valid number, unable to parse string as a number") from None
-
-
-def _to_bool(raw):
-    low = raw.strip().lower()
-    if low in _TRUE:
-        return True
-    if low in _FALSE:
-        return False
-    raise _Invalid("bool_parsing", "Input should be a valid boolean, unable to interpret input")
-
-
-def _to_uuid(raw):
-    try:
-        return uuid.UUID(raw)
-    except ValueError:
-        raise _Invalid(
-            "uuid_parsing", "Input should be a valid UUID, unable to parse string as a UUID"
-        ) from None
-
-
-def _expected(choices):
-    quoted = [repr(str(c)) for c in choices]
-    if len(quoted) <= 1:
-        return "".join(quoted)
-    return ", ".join(quoted[:-1]) + " or " + quoted[-1]
-
-
-def _to_enum(cls, raw):
-    for member in cls:
-        if str(member.value) == raw:
-            return member
-    expected = _expected([m.value for m in cls])
-    raise _Invalid("enum", f"Input should be {expected}", {"expected": expected})
-
-
-class _Invalid(Exception):
-    def __init__(self, type_, msg, ctx=None):
-        super().__init__(msg)
-        self.type = type_
-        self.msg = msg
-        self.ctx = ctx
+_EMPTY = inspect.Parameter.empty
+_UNSET = object()
 
 
 def kind_of(hint):
     """The name of the conversion a hint asks for: int, float, str, bool, uuid, enum, list, any."""
-    if hint is inspect.Parameter.empty or hint is typing.Any:
+    hint, _ = split_annotated(hint)
+    if hint is _EMPTY or hint is typing.Any:
         return "any"
-    origin = typing.get_origin(hint)
-    if origin is typing.Union or (origin is not None and str(origin) == "<class 'types.UnionType'>"):
+    if validation.is_union(hint):
         args = [a for a in typing.get_args(hint) if a is not type(None)]
         return kind_of(args[0]) if len(args) == 1 else "any"
-    if origin in (list, typing.List):
+    origin = typing.get_origin(hint)
+    if origin in (list, set, frozenset, tuple, typing.List, typing.Set, typing.Sequence):
         return "list"
     if hint is bool:
         return "bool"
@@ -96,7 +51,7 @@ def kind_of(hint):
         return "float"
     if hint is str:
         return "str"
-    if hint is list:
+    if hint in (list, set, frozenset, tuple):
         return "list"
     if hint is uuid.UUID:
         return "uuid"
@@ -106,6 +61,7 @@ def kind_of(hint):
 
 
 def enum_class(hint):
+    hint, _ = split_annotated(hint)
     origin = typing.get_origin(hint)
     if origin is not None:
         for arg in typing.get_args(hint):
@@ -115,65 +71,216 @@ def enum_class(hint):
     return hint if isinstance(hint, type) and issubclass(hint, enum.Enum) else None
 
 
-def convert(hint, raw):
-    """Convert the text `raw` (or a list of texts, for a catch-all) by the hint `hint`."""
-    kind = kind_of(hint)
-    if isinstance(raw, list):
-        if kind == "list":
-            args = typing.get_args(hint)
-            if args and kind_of(args[0]) not in ("any", "str", "list"):
-                return [convert(args[0], item) for item in raw]
-        return list(raw)
-    if kind == "int":
-        return _to_int(raw)
-    if kind == "float":
-        return _to_float(raw)
-    if kind == "bool":
-        return _to_bool(raw)
-    if kind == "uuid":
-        return _to_uuid(raw)
-    if kind == "enum":
-        return _to_enum(enum_class(hint), raw)
-    return raw
+_SCALARS = (int, float, str, bool, bytes, decimal.Decimal, uuid.UUID, datetime.date, datetime.datetime, datetime.time)
+
+
+def _is_scalar(hint):
+    hint, _ = split_annotated(hint)
+    if hint is _EMPTY or hint is typing.Any or hint is None or hint is type(None):
+        return True
+    if validation.is_union(hint):
+        return all(_is_scalar(a) for a in typing.get_args(hint))
+    if typing.get_origin(hint) is typing.Literal:
+        return True
+    return isinstance(hint, type) and (issubclass(hint, _SCALARS) or issubclass(hint, enum.Enum))
+
+
+def _is_sequence(hint):
+    hint, _ = split_annotated(hint)
+    if validation.is_union(hint):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        return len(args) == 1 and _is_sequence(args[0])
+    origin = typing.get_origin(hint)
+    return origin in (list, set, frozenset, tuple, typing.List, typing.Set, typing.Sequence) or hint in (
+        list, set, frozenset, tuple
+    )
+
+
+def _is_upload(hint):
+    hint, _ = split_annotated(hint)
+    if validation.is_union(hint) or _is_sequence(hint):
+        return any(_is_upload(a) for a in typing.get_args(hint))
+    return isinstance(hint, type) and issubclass(hint, UploadFile)
+
+
+def _body_shaped(hint):
+    """Whether FastAPI reads a parameter of this type from the body: not a scalar, and not a
+    sequence of scalars."""
+    if _is_scalar(hint):
+        return False
+    if _is_sequence(hint):
+        bare, _ = split_annotated(hint)
+        if validation.is_union(bare):
+            bare = [a for a in typing.get_args(bare) if a is not type(None)][0]
+        args = typing.get_args(bare)
+        return bool(args) and not all(_is_scalar(a) for a in args if a is not Ellipsis)
+    return True
 
 
 def type_hints(fn):
-    """The function's resolved type hints; unresolvable string annotations stay as they are."""
+    """The function's resolved type hints (`Annotated` kept); unresolvable string annotations
+    stay as they are."""
     try:
-        return typing.get_type_hints(fn)
+        return typing.get_type_hints(fn, include_extras=True)
     except Exception:
         return {
             name: p.annotation
             for name, p in inspect.signature(fn).parameters.items()
-            if p.annotation is not inspect.Parameter.empty
+            if p.annotation is not _EMPTY
         }
 
 
-# fn -> (signature, type hints). Filled per instance in development; `filerouter build` fills it
-# for every handler and dependency before the snapshot, so production requests skip `inspect`.
+@dataclasses.dataclass
+class Spec:
+    """How one parameter of a function is bound."""
+
+    name: str
+    # request, depends, auto (path if the route has it, else query), path, query, header,
+    # cookie, body, form
+    location: str
+    hint: object = _EMPTY
+    alias: str = ""
+    required: bool = True
+    default: object = None
+    marker: Param = None
+    constraints: object = None
+    many: bool = False
+    dependency: object = None
+    use_cache: bool = True
+
+    def default_value(self):
+        if self.marker is not None and self.marker.default_factory is not None:
+            return self.marker.default_factory()
+        return self.default
+
+    @property
+    def description(self):
+        return self.marker.description if self.marker is not None else None
+
+
+class Depends:
+    """Declare a dependency, as in FastAPI: `def GET(request, user=Depends(current_user))`.
+
+    `dependency` is called once per request with parameters bound like a handler's (the
+    request, path and query parameters, further `Depends`); its return value is passed in. A
+    dependency that `yield`s is set up before the handler and torn down after it, in reverse
+    order. With `use_cache` (the default) a dependency used twice in one request runs once.
+    """
+
+    def __init__(self, dependency=None, *, use_cache=True):
+        self.dependency = dependency
+        self.use_cache = use_cache
+
+    def __repr__(self):
+        name = getattr(self.dependency, "__name__", repr(self.dependency))
+        return f"Depends({name})"
+
+
+def _depends_of(param, hint, metadata):
+    marker = param.default
+    if not isinstance(marker, Depends):
+        marker = next((m for m in metadata if isinstance(m, Depends)), None)
+    if marker is None:
+        return None
+    if marker.dependency is not None:
+        return marker
+    if callable(hint) and hint is not _EMPTY:
+        return Depends(hint, use_cache=marker.use_cache)
+    raise HandlerSignatureError(f"Depends() on `{param.name}` names no dependency and has no type hint")
+
+
+def _spec(param, hints):
+    full = hints.get(param.name, _EMPTY)
+    hint, metadata = split_annotated(full) if full is not _EMPTY else (_EMPTY, [])
+    if param.name == "request" or (isinstance(hint, type) and issubclass(hint, Request)):
+        return Spec(param.name, "request", hint)
+    depends = _depends_of(param, hint, metadata)
+    if depends is not None:
+        return Spec(param.name, "depends", hint, dependency=depends.dependency, use_cache=depends.use_cache)
+    marker = marker_of(param, metadata)
+    has_default = param.default is not _EMPTY and not isinstance(param.default, Param)
+    if marker is not None:
+        location = marker.location
+        required = marker.required and not has_default
+        default = param.default if has_default else (None if marker.required else marker.default)
+        constraints = marker.constraints if marker.constraints else None
+    else:
+        location = "form" if _is_upload(hint) else ("body" if _body_shaped(hint) else "auto")
+        required = param.default is _EMPTY
+        default = None if required else param.default
+        constraints = None
+    alias = marker.alias if marker is not None and marker.alias else param.name
+    if location == "header" and not (marker and marker.alias) and marker.convert_underscores:
+        alias = param.name.replace("_", "-")
+    return Spec(
+        param.name,
+        location,
+        full,
+        alias=alias,
+        required=required,
+        default=default,
+        marker=marker,
+        constraints=constraints,
+        many=_is_sequence(hint),
+    )
+
+
+# fn -> (signature, type hints, specs). Filled per instance in development; `filerouter build`
+# fills it for every handler and dependency before the snapshot, so production requests skip
+# `inspect`.
 _SIGNATURES = {}
+
+
+def _compute(fn):
+    signature = inspect.signature(fn)
+    hints = type_hints(fn)
+    specs = [
+        _spec(p, hints)
+        for p in signature.parameters.values()
+        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
+    return signature, hints, specs
+
+
+def _computed(fn):
+    try:
+        found = _SIGNATURES.get(fn)
+    except TypeError:  # an unhashable callable object: nothing to remember it by
+        return _compute(fn)
+    if found is None:
+        found = _SIGNATURES[fn] = _compute(fn)
+    return found
 
 
 def signature_of(fn):
     """`(inspect.signature(fn), type_hints(fn))`, computed once per function."""
-    try:
-        found = _SIGNATURES.get(fn)
-    except TypeError:  # an unhashable callable object: nothing to remember it by
-        return inspect.signature(fn), type_hints(fn)
-    if found is None:
-        found = _SIGNATURES[fn] = (inspect.signature(fn), type_hints(fn))
-    return found
+    signature, hints, _ = _computed(fn)
+    return signature, hints
+
+
+def specs_of(fn):
+    """How each parameter of `fn` is bound (`Spec`s, in declaration order)."""
+    return _computed(fn)[2]
 
 
 def warm(fn):
     """Compute the signatures of `fn` and of its dependencies now (at build time)."""
     _names_taken(fn, set())
+    body_specs(fn)
 
 
 def wants_request(param, hints):
     """Whether a parameter receives the `Request`: named `request` or annotated with `Request`."""
-    hint = hints.get(param.name, inspect.Parameter.empty)
+    hint, _ = split_annotated(hints.get(param.name, _EMPTY))
     return param.name == "request" or (isinstance(hint, type) and issubclass(hint, Request))
+
+
+def dependency_of(param, hints):
+    """The callable a parameter depends on, or None if it is not a `Depends` parameter."""
+    full = hints.get(param.name, _EMPTY)
+    hint, metadata = split_annotated(full) if full is not _EMPTY else (_EMPTY, [])
+    depends = _depends_of(param, hint, metadata)
+    return depends.dependency if depends is not None else None
 
 
 def _suggested_signature(fn, signature, hints, path_values):
@@ -193,16 +300,17 @@ def _names_taken(fn, seen):
     if fn in seen:
         return set()
     seen.add(fn)
-    signature, hints = signature_of(fn)
     names = set()
-    for param in signature.parameters.values():
-        names.add(param.name)
-        try:
-            dependency = dependency_of(param, hints)
-        except HandlerSignatureError:
-            dependency = None
-        if dependency is not None:
-            names |= _names_taken(dependency, seen)
+    try:
+        specs = specs_of(fn)
+    except HandlerSignatureError:
+        return {p for p in inspect.signature(fn).parameters}
+    for spec in specs:
+        names.add(spec.name)
+        if spec.location == "path" and spec.alias:
+            names.add(spec.alias)
+        if spec.dependency is not None:
+            names |= _names_taken(spec.dependency, seen)
     return names
 
 
@@ -228,12 +336,12 @@ def check_signature(fn, path_values):
     positional = [p for p in params.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     if positional:
         first = positional[0]
-        hint = hints.get(first.name, inspect.Parameter.empty)
+        hint = hints.get(first.name, _EMPTY)
         if (
             not wants_request(first, hints)
             and first.name not in path_values
-            and first.default is inspect.Parameter.empty
-            and hint is inspect.Parameter.empty
+            and first.default is _EMPTY
+            and hint is _EMPTY
         ):
             raise HandlerSignatureError(
                 f"the first parameter of {fn.__name__}() is `{first.name}`, but handlers receive "
@@ -246,120 +354,243 @@ def check_signature(fn, path_values):
             )
 
 
-class Depends:
-    """Declare a dependency, as in FastAPI: `def GET(request, user=Depends(current_user))`.
-
-    `dependency` is called once per request with parameters bound like a handler's (the
-    request, path and query parameters, further `Depends`); its return value is passed in. A
-    dependency that `yield`s is set up before the handler and torn down after it, in reverse
-    order. With `use_cache` (the default) a dependency used twice in one request runs once.
-    """
-
-    def __init__(self, dependency=None, *, use_cache=True):
-        self.dependency = dependency
-        self.use_cache = use_cache
-
-    def __repr__(self):
-        name = getattr(self.dependency, "__name__", repr(self.dependency))
-        return f"Depends({name})"
-
-
-def dependency_of(param, hints):
-    """The callable a parameter depends on, or None if it is not a `Depends` parameter."""
-    marker = param.default
-    if not isinstance(marker, Depends):
-        return None
-    if marker.dependency is not None:
-        return marker.dependency
-    hint = hints.get(param.name)
-    if callable(hint):
-        return hint
-    raise HandlerSignatureError(f"Depends() on `{param.name}` names no dependency and has no type hint")
+def _flat(fn, seen, pick):
+    """`pick(spec)` for the specs of `fn` and its dependencies, dependencies first."""
+    if fn in seen:
+        return []
+    seen.add(fn)
+    found = []
+    for spec in specs_of(fn):
+        if spec.dependency is not None:
+            found += _flat(spec.dependency, seen, pick)
+        elif pick(spec):
+            found.append(spec)
+    return found
 
 
 def query_params_of(fn, path_names, seen=None):
     """(parameter, hints) of every query parameter `fn` takes, including its dependencies'."""
-    seen = set() if seen is None else seen
-    if fn in seen:
-        return []
-    seen.add(fn)
-    signature, hints = signature_of(fn)
-    found = []
-    for param in signature.parameters.values():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or wants_request(param, hints):
+    signature, _ = signature_of(fn)
+    specs = _flat(fn, set() if seen is None else seen, lambda s: s.location in ("auto", "query"))
+    out = []
+    for spec in specs:
+        if spec.name in path_names:
             continue
-        dependency = dependency_of(param, hints)
-        if dependency is not None:
-            found += query_params_of(dependency, path_names, seen)
-        elif param.name not in path_names:
-            found.append((param, hints))
+        out.append(spec)
+    return out
+
+
+def param_specs(fn):
+    """Every path, query, header and cookie parameter of `fn` and of its dependencies, the
+    function's own first, without repeats (by location and name)."""
+    own = [s for s in specs_of(fn) if s.location in ("auto", "path", "query", "header", "cookie")]
+    rest = _flat(fn, set(), lambda s: s.location in ("auto", "path", "query", "header", "cookie"))
+    out, seen = [], set()
+    for spec in own + rest:
+        key = (spec.location, spec.alias)
+        if key not in seen:
+            seen.add(key)
+            out.append(spec)
+    return out
+
+
+_BODIES = {}
+
+
+def body_specs(fn):
+    """`(specs, embed, is_form)` of the body parameters of `fn` and its dependencies. Several
+    body parameters, `Body(embed=True)` or form fields are read by name; a single one is the
+    whole body."""
+    try:
+        found = _BODIES.get(fn)
+    except TypeError:
+        found = None
+    if found is None:
+        specs = _flat(fn, set(), lambda s: s.location in ("body", "form"))
+        is_form = any(s.location == "form" for s in specs)
+        embed = is_form or len(specs) > 1 or any(s.marker is not None and s.marker.embed for s in specs)
+        found = (specs, embed, is_form)
+        try:
+            _BODIES[fn] = found
+        except TypeError:
+            pass
     return found
 
 
+def _missing(loc):
+    return {"type": "missing", "loc": list(loc), "msg": "Field required", "input": None}
+
+
+def _safe_input(item):
+    value = item.get("input")
+    if isinstance(value, (bytes, bytearray)):
+        item["input"] = bytes(value).decode("utf-8", "replace")
+    elif isinstance(value, UploadFile):
+        item["input"] = {"filename": value.filename, "size": value.size, "headers": dict(value.headers)}
+    return item
+
+
+def _is_json(content_type):
+    kind = content_type.split(";", 1)[0].strip().lower()
+    main, _, sub = kind.partition("/")
+    return main == "application" and (sub == "json" or sub.endswith("+json"))
+
+
 class Resolver:
-    """Binds one request's handler and dependencies: the per-request dependency cache and the
-    exit stack that tears `yield` dependencies down."""
+    """Binds one request's handler and dependencies: the per-request dependency cache, the
+    parsed body, and the exit stack that tears `yield` dependencies down."""
 
     def __init__(self, request, path_values, stack):
         self.request = request
         self.path_values = path_values
         self.stack = stack
         self.cache = {}
+        self.embed = False
+        self._body = _UNSET
 
     async def kwargs(self, fn, check=False):
-        """Keyword arguments for calling `fn`: the request, path and query parameters, and the
-        values of its dependencies.
+        """Keyword arguments for calling `fn`: the request, path, query, header and cookie
+        parameters, the body, and the values of its dependencies.
 
-        Raises `RequestValidationError` with every conversion failure, as FastAPI reports them.
+        Raises `RequestValidationError` with every failure, in FastAPI's order.
         """
         if check:
             check_signature(fn, self.path_values)
-        signature, hints = signature_of(fn)
+            specs, self.embed, is_form = body_specs(fn)
+            if specs and not is_form:
+                self._json_body()  # malformed JSON is the only error FastAPI reports
         kwargs = {}
-        errors = []
-        for param in signature.parameters.values():
-            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-                continue
-            if wants_request(param, hints):
-                kwargs[param.name] = self.request
-                continue
-            dependency = dependency_of(param, hints)
-            if dependency is not None:
+        groups = {"depends": [], "path": [], "query": [], "header": [], "cookie": [], "body": []}
+        bodies = []
+        for spec in specs_of(fn):
+            if spec.location == "request":
+                kwargs[spec.name] = self.request
+            elif spec.location == "depends":
                 try:
-                    kwargs[param.name] = await self.solve(dependency, param.default.use_cache)
+                    kwargs[spec.name] = await self.solve(spec.dependency, spec.use_cache)
                 except RequestValidationError as invalid:
-                    errors += invalid.errors
-                continue
-            self._bind_value(param, hints, kwargs, errors)
+                    groups["depends"] += invalid.errors
+            elif spec.location in ("body", "form"):
+                bodies.append(spec)
+            else:
+                self._bind_value(spec, kwargs, groups)
+        if bodies:
+            await self._bind_body(bodies, kwargs, groups["body"])
+        errors = [_safe_input(e) for group in groups.values() for e in group]
         if errors:
             raise RequestValidationError(errors)
         return kwargs
 
-    def _bind_value(self, param, hints, kwargs, errors):
-        hint = hints.get(param.name, inspect.Parameter.empty)
-        if param.name in self.path_values:
-            location, raw = "path", self.path_values[param.name]
+    def _bind_value(self, spec, kwargs, groups):
+        location = spec.location
+        if location == "auto":
+            location = "path" if spec.name in self.path_values else "query"
+        if location == "path":
+            key = spec.name if spec.name in self.path_values else spec.alias
+            raw = self.path_values.get(key)
+            alias = key
         else:
-            location = "query"
-            if kind_of(hint) == "list":
-                raw = self.request.query_params.getlist(param.name) or None
+            alias = spec.alias
+            source = {
+                "query": self.request.query_params,
+                "header": self.request.headers,
+                "cookie": None,
+            }[location]
+            if location == "cookie":
+                raw = self.request.cookies.get(alias)
+            elif spec.many:
+                raw = source.getlist(alias) or None
             else:
-                raw = self.request.query_params.get(param.name)
-            if raw is None:
-                if param.default is not inspect.Parameter.empty:
-                    kwargs[param.name] = param.default
-                    return
-                errors.append(
-                    {"type": "missing", "loc": [location, param.name], "msg": "Field required", "input": None}
-                )
+                raw = source.get(alias)
+        errors = groups[location]
+        if raw is None:
+            if not spec.required:
+                kwargs[spec.name] = spec.default_value()
                 return
-        try:
-            kwargs[param.name] = convert(hint, raw)
-        except _Invalid as invalid:
-            error = {"type": invalid.type, "loc": [location, param.name], "msg": invalid.msg, "input": raw}
-            if invalid.ctx:
-                error["ctx"] = invalid.ctx
-            errors.append(error)
+            errors.append(_missing([location, alias]))
+            return
+        value = validation.validate(spec.hint, raw, [location, alias], errors, spec.constraints)
+        if value is not INVALID:
+            kwargs[spec.name] = value
+
+    def _json_body(self):
+        """The JSON body: `_UNSET` when there is none, the raw bytes when it is not JSON."""
+        if self._body is _UNSET:
+            raw = self.request._body
+            if not raw:
+                self._body = None
+            else:
+                content_type = self.request.headers.get("content-type")
+                if content_type and _is_json(content_type):
+                    try:
+                        value = json.loads(raw)
+                    except json.JSONDecodeError as exc:
+                        raise RequestValidationError(
+                            [{"type": "json_invalid", "loc": ["body", exc.pos], "msg": "JSON decode error",
+                              "input": {}, "ctx": {"error": exc.msg}}]
+                        ) from None
+                    except UnicodeDecodeError as exc:
+                        raise RequestValidationError(
+                            [{"type": "json_invalid", "loc": ["body", exc.start], "msg": "JSON decode error",
+                              "input": {}, "ctx": {"error": "Invalid UTF-8"}}]
+                        ) from None
+                    # As `request.json()`: an escaped lone surrogate cannot be sent on anywhere.
+                    if b"\\u" in raw and wit_text.find_in(value) is not None:
+                        raise HTTPException(
+                            400,
+                            "The JSON body holds a lone surrogate (a \\uD800-\\uDFFF escape that is not part of a pair)",
+                        )
+                    self._body = ("value", value)
+                else:
+                    self._body = ("bytes", bytes(raw))
+        return self._body
+
+    async def _bind_body(self, specs, kwargs, errors):
+        is_form = any(s.location == "form" for s in specs)
+        if is_form:
+            form = await self.request.form()
+            for spec in specs:
+                if spec.many:
+                    raw = [v for v in form.getlist(spec.alias) if not _empty_upload(v)] or None
+                else:
+                    raw = form.get(spec.alias)
+                    if raw == "" or _empty_upload(raw):
+                        raw = None
+                if isinstance(raw, UploadFile) and _wants_bytes(spec.hint):
+                    raw = raw.file.getvalue()
+                elif spec.many and raw and _wants_bytes(spec.hint):
+                    raw = [v.file.getvalue() if isinstance(v, UploadFile) else v for v in raw]
+                self._finish(spec, raw, ["body", spec.alias], kwargs, errors)
+            return
+        body = self._json_body()
+        if not self.embed:
+            spec = specs[0]
+            raw = None if body is None else body[1]
+            self._finish(spec, raw, ["body"], kwargs, errors, present=body is not None)
+            return
+        for spec in specs:
+            value, present = None, False
+            if body is not None and body[0] == "value":
+                if not isinstance(body[1], dict):
+                    # FastAPI: embedded fields need an object; each one is missing, even
+                    # those with a default.
+                    errors.append(_missing(["body", spec.alias]))
+                    continue
+                present = spec.alias in body[1]
+                value = body[1].get(spec.alias)
+            self._finish(spec, value, ["body", spec.alias], kwargs, errors, present=present)
+
+    def _finish(self, spec, raw, loc, kwargs, errors, present=None):
+        present = raw is not None if present is None else present
+        if not present:
+            if spec.required:
+                errors.append(_missing(loc))
+            else:
+                kwargs[spec.name] = spec.default_value()
+            return
+        value = validation.validate(spec.hint, raw, loc, errors, spec.constraints)
+        if value is not INVALID:
+            kwargs[spec.name] = value
 
     async def solve(self, dependency, use_cache=True):
         """The value of `dependency` for this request."""
@@ -377,3 +608,17 @@ class Resolver:
         if use_cache:
             self.cache[dependency] = value
         return value
+
+
+def _empty_upload(value):
+    return isinstance(value, UploadFile) and value.filename == "" and not value.size
+
+
+def _wants_bytes(hint):
+    hint, _ = split_annotated(hint)
+    if validation.is_union(hint) or _is_sequence(hint):
+        return any(_wants_bytes(a) for a in typing.get_args(hint))
+    return hint is bytes
+
+
+__all__ = ["Body", "Depends", "File", "Form", "Resolver", "Spec", "specs_of"]

@@ -5,6 +5,7 @@ from urllib.parse import parse_qsl, unquote
 
 import wit_text
 from filerouter.exceptions import HTTPException
+from .forms import parse as parse_form
 
 
 class Headers:
@@ -128,6 +129,7 @@ class Request:
         self.state = State()
         self._body = bytes(body)
         self._cookies = None
+        self._form = None
 
     @property
     def url(self):
@@ -150,6 +152,13 @@ class Request:
                 400, "The JSON body holds a lone surrogate (a \\uD800-\\uDFFF escape that is not part of a pair)"
             )
         return value
+
+    async def form(self):
+        """The body as a form (`FormData`): URL-encoded or multipart, with `UploadFile`s for
+        files; empty for any other content type."""
+        if self._form is None:
+            self._form = parse_form(self.headers.get("content-type", ""), self._body)
+        return self._form
 
     def __repr__(self):
         return f"Request({self.method} {self.url})"

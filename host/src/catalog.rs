@@ -58,6 +58,8 @@ pub struct PathParam {
     pub shape: &'static str,
     /// Its description from the docstring of the first handler that describes it.
     pub description: Option<String>,
+    /// Its JSON Schema with declared constraints (`Path(ge=1)`), when a handler gave one.
+    pub schema: Option<serde_json::Value>,
 }
 
 /// One handler (one path and method).
@@ -69,14 +71,25 @@ pub struct Operation {
     /// The whole docstring.
     pub doc: Option<String>,
     pub is_async: bool,
-    /// Query parameters, from the signature (and its dependencies), described by the docstring.
+    /// Query, header and cookie parameters, from the signature (and its dependencies),
+    /// described by `Query(description=...)` or the docstring.
     pub query_params: Vec<QueryParam>,
+    /// The request body as an OpenAPI Request Body Object, when the handler declares one
+    /// (a dataclass parameter, `Body()`, `Form()`, `File()`...).
+    pub request_body: Option<serde_json::Value>,
+    /// The successful response from the return annotation: `{"status": 200, "schema": ...}`.
+    pub response: Option<serde_json::Value>,
+    /// Named schemas the body and response refer to (`#/components/schemas/<name>`).
+    pub schemas: serde_json::Map<String, serde_json::Value>,
 }
 
-/// A query parameter of a handler.
+/// A query, header or cookie parameter of a handler.
 #[derive(Debug, Clone, Serialize)]
 pub struct QueryParam {
+    /// The name the client sends (a header's name, a query parameter's alias).
     pub name: String,
+    /// `query`, `header` or `cookie`.
+    pub location: String,
     #[serde(rename = "type")]
     pub kind: String,
     pub choices: Vec<String>,
@@ -84,6 +97,8 @@ pub struct QueryParam {
     /// The default value, when JSON can express it.
     pub default: Option<serde_json::Value>,
     pub description: Option<String>,
+    /// Its JSON Schema with declared constraints, when the handler gave one.
+    pub schema: Option<serde_json::Value>,
 }
 
 /// Handler counts (one per path and method), as DECISIONS.md defines them.
@@ -186,11 +201,16 @@ fn entry(pattern: &Pattern, file: &str, handlers: &[HandlerInfo]) -> RouteEntry 
                 .iter()
                 .flat_map(|h| h.params.iter())
                 .find_map(|p| (p.name == name).then(|| p.description.clone()).flatten());
+            let schema = match (segment.is_catch_all(), hinted) {
+                (false, Some(p)) => parse_json(p.schema.as_deref()),
+                _ => None,
+            };
             Some(PathParam {
                 name: name.to_string(),
                 kind,
                 choices,
                 description,
+                schema,
                 shape: match segment {
                     Segment::CatchAll(_) => "catch_all",
                     Segment::OptionalCatchAll(_) => "optional_catch_all",
@@ -199,7 +219,10 @@ fn entry(pattern: &Pattern, file: &str, handlers: &[HandlerInfo]) -> RouteEntry 
             })
         })
         .collect();
-    let is_path = |p: &HandlerParam| path_params.iter().any(|pp| pp.name == p.name);
+    let is_path = |p: &HandlerParam| {
+        (p.location == "query" || p.location == "path")
+            && path_params.iter().any(|pp| pp.name == p.name)
+    };
     RouteEntry {
         path: pattern.to_string(),
         file: format!("routes/{file}"),
@@ -207,34 +230,54 @@ fn entry(pattern: &Pattern, file: &str, handlers: &[HandlerInfo]) -> RouteEntry 
         dynamic: !path_params.is_empty(),
         handlers: ordered
             .iter()
-            .map(|h| Operation {
-                method: h.method.clone(),
-                summary: h.summary.clone(),
-                description: h.description.clone(),
-                doc: h.doc.clone(),
-                is_async: h.is_async,
-                query_params: h
-                    .params
-                    .iter()
-                    .filter(|p| !is_path(p))
-                    .map(|p| QueryParam {
-                        name: p.name.clone(),
-                        kind: if p.kind == "any" {
-                            "str".into()
-                        } else {
-                            p.kind.clone()
-                        },
-                        choices: p.choices.clone(),
-                        required: !p.has_default,
-                        default: p
-                            .default_json
-                            .as_deref()
-                            .and_then(|d| serde_json::from_str(d).ok()),
-                        description: p.description.clone(),
-                    })
-                    .collect(),
+            .map(|h| {
+                let openapi = parse_json(h.openapi.as_deref()).unwrap_or_default();
+                Operation {
+                    method: h.method.clone(),
+                    summary: h.summary.clone(),
+                    description: h.description.clone(),
+                    doc: h.doc.clone(),
+                    is_async: h.is_async,
+                    query_params: h
+                        .params
+                        .iter()
+                        .filter(|p| !is_path(p) && p.location != "path")
+                        .map(|p| QueryParam {
+                            name: p.name.clone(),
+                            location: p.location.clone(),
+                            kind: if p.kind == "any" {
+                                "str".into()
+                            } else {
+                                p.kind.clone()
+                            },
+                            choices: p.choices.clone(),
+                            required: !p.has_default,
+                            default: p
+                                .default_json
+                                .as_deref()
+                                .and_then(|d| serde_json::from_str(d).ok()),
+                            description: p.description.clone(),
+                            schema: parse_json(p.schema.as_deref()),
+                        })
+                        .collect(),
+                    request_body: openapi
+                        .get("request_body")
+                        .filter(|v| !v.is_null())
+                        .cloned(),
+                    response: openapi.get("response").filter(|v| !v.is_null()).cloned(),
+                    schemas: openapi
+                        .get("schemas")
+                        .and_then(|v| v.as_object())
+                        .cloned()
+                        .unwrap_or_default(),
+                }
             })
             .collect(),
         path_params,
     }
+}
+
+/// JSON text from the guest, when it parses (it always does; a bad one is left out).
+fn parse_json(text: Option<&str>) -> Option<serde_json::Value> {
+    text.and_then(|t| serde_json::from_str(t).ok())
 }

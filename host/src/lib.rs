@@ -25,6 +25,7 @@ pub mod error_page;
 pub mod http_checks;
 pub mod kv;
 pub mod logging;
+pub mod packages;
 pub mod plugins;
 pub mod project;
 pub mod public;

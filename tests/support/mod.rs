@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod tools;
+
 use std::{
     io::{BufRead, BufReader},
     path::{Path, PathBuf},

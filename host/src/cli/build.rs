@@ -23,7 +23,7 @@ use crate::{
     app::Mode,
     cache::{self, CacheKey, CachedRoute, Contents, Manifest, Metadata, RouteCounts, seal},
     config::Settings,
-    logging,
+    logging, packages,
     project::{Project, RootFiles},
     regular_file,
     routes::scan,
@@ -80,7 +80,8 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
     let project = Project::load(&root, &sandbox, None).await;
     check(&project)?;
     let files = sources(&routes_dir)?;
-    let inputs = inputs_hash(&root, &files, level, key.is_some(), &settings);
+    let packages = packages::files(&root)?;
+    let inputs = inputs_hash(&root, &files, &packages, level, key.is_some(), &settings);
     eprintln!(
         "[1/4] config.py and routes/: {} route files inspected ({:.1}s)",
         project.routes.len(),
@@ -100,13 +101,21 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
     }
 
     let step = Instant::now();
-    eprintln!("[2/4] importing every route in the sandbox and snapshotting it...");
+    eprintln!(
+        "[2/4] importing every route{} in the sandbox and snapshotting it...",
+        if packages.is_empty() {
+            String::new()
+        } else {
+            format!(" and the {} files of .packages/", packages.len())
+        }
+    );
     let route_files: Vec<String> = project.routes.iter().map(|r| r.file.clone()).collect();
     let root_files = project.root_files.sources().to_vec();
     let baked = snapshot::bake(
         files,
         route_files,
         root_files,
+        packages,
         settings.limits().memory_bytes,
         plugins.clone(),
     )
@@ -291,6 +300,7 @@ fn seal_plugins(root: &Path, plugins: &crate::plugins::Plugins) -> anyhow::Resul
 fn inputs_hash(
     root: &Path,
     files: &[(String, String)],
+    packages: &[(String, Vec<u8>)],
     level: i32,
     encrypted: bool,
     settings: &Settings,
@@ -340,6 +350,12 @@ fn inputs_hash(
         hasher.update(path.as_bytes());
         hasher.update(&(source.len() as u64).to_le_bytes());
         hasher.update(source.as_bytes());
+    }
+    for (path, bytes) in packages {
+        hasher.update(&(path.len() as u64).to_le_bytes());
+        hasher.update(path.as_bytes());
+        hasher.update(&(bytes.len() as u64).to_le_bytes());
+        hasher.update(bytes);
     }
     hasher.finalize().to_hex().to_string()
 }

@@ -9,6 +9,7 @@ mod clean;
 mod dev;
 mod init;
 mod plugins;
+mod packages;
 mod project_command;
 mod run;
 mod status;
@@ -45,6 +46,9 @@ pub enum Command {
     /// Work with the project's plugins (`plugins stubs` writes .pyi stubs for editors).
     #[command(subcommand)]
     Plugins(PluginsCommand),
+    /// The project's pure-Python packages (requirements.txt or pyproject.toml), for the sandbox.
+    #[command(subcommand)]
+    Packages(PackagesCommand),
     /// A project command from config.py's `commands` (listed below when run in a project).
     #[command(external_subcommand)]
     Project(Vec<String>),
@@ -100,6 +104,28 @@ pub struct RunArgs {
     /// The build cache, relative to the project [default: config.py's build.cache_dir, else .cache].
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
+}
+
+/// `filerouter packages ...`
+#[derive(Debug, Subcommand)]
+pub enum PackagesCommand {
+    /// Install requirements.txt (or pyproject.toml's [project] dependencies) into .packages/
+    /// with pip or uv, refusing packages with native code.
+    Install(PackagesArgs),
+}
+
+/// Options of `filerouter packages install`.
+#[derive(Debug, clap::Args)]
+pub struct PackagesArgs {
+    /// The project folder.
+    #[arg(long, default_value = ".")]
+    pub project: PathBuf,
+    /// `pip` or `uv` [default: pip if the Python has it, else uv].
+    #[arg(long)]
+    pub installer: Option<String>,
+    /// The Python whose pip installs [default: python3].
+    #[arg(long)]
+    pub python: Option<String>,
 }
 
 /// Options of `filerouter status` and `filerouter clean`.
@@ -188,6 +214,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status(args) => done(status::run(args)),
         Command::Clean(args) => done(clean::run(args)),
         Command::Plugins(command) => done(plugins::run(command)),
+        Command::Packages(command) => done(packages::run(command)),
         Command::Project(args) => project_command::run(args),
     }
 }

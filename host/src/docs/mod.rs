@@ -103,6 +103,31 @@ fn converts(kind: &str) -> bool {
     !matches!(kind, "str" | "any")
 }
 
+/// Whether a declared schema has constraints a value may fail (`Query(ge=1)`, `max_length`...).
+fn constrained(schema: Option<&serde_json::Value>) -> bool {
+    const KEYS: [&str; 10] = [
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "minItems",
+        "maxItems",
+    ];
+    let Some(schema) = schema else {
+        return false;
+    };
+    let own = KEYS.iter().any(|k| schema.get(k).is_some());
+    let members = schema
+        .get("anyOf")
+        .and_then(|m| m.as_array())
+        .is_some_and(|m| m.iter().any(|s| constrained(Some(s))));
+    own || members
+}
+
 /// Whether the method may carry a JSON body that the handler reads.
 fn takes_body(method: &str) -> bool {
     matches!(method, "POST" | "PUT" | "PATCH")
@@ -121,11 +146,12 @@ fn framework_errors(path_params: &[PathParam], op: &Operation) -> Vec<(u16, &'st
     }
     let validates = path_params
         .iter()
-        .any(|p| p.shape == "single" && converts(&p.kind))
+        .any(|p| p.shape == "single" && (converts(&p.kind) || constrained(p.schema.as_ref())))
         || op
             .query_params
             .iter()
-            .any(|q| q.required || converts(&q.kind));
+            .any(|q| q.required || converts(&q.kind) || constrained(q.schema.as_ref()))
+        || op.request_body.is_some();
     if validates {
         out.push((422, "Validation Error"));
     }
@@ -147,6 +173,9 @@ pub(crate) mod tests {
             doc: summary.map(Into::into),
             is_async: false,
             query_params: Vec::new(),
+            request_body: None,
+            response: None,
+            schemas: serde_json::Map::new(),
         }
     }
 
@@ -157,17 +186,20 @@ pub(crate) mod tests {
             choices: Vec::new(),
             shape,
             description: None,
+            schema: None,
         }
     }
 
     pub fn query(name: &str, kind: &str, default: Option<serde_json::Value>) -> QueryParam {
         QueryParam {
             name: name.into(),
+            location: "query".into(),
             kind: kind.into(),
             choices: Vec::new(),
             required: default.is_none(),
             default,
             description: None,
+            schema: None,
         }
     }
 

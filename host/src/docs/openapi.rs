@@ -16,6 +16,8 @@ pub fn openapi(catalog: &Catalog) -> Value {
     let ids = operation_ids(catalog);
     let mut paths = Map::new();
     let mut tags: Vec<String> = Vec::new();
+    let mut named = Map::new();
+    let catalog = &with_unique_schemas(catalog, &mut named);
     for (route, ids) in catalog.routes.iter().zip(&ids) {
         let tag = tag_of(&route.path);
         if !tags.contains(&tag) {
@@ -41,8 +43,95 @@ pub fn openapi(catalog: &Catalog) -> Value {
         "info": info,
         "paths": paths,
         "tags": tags.iter().map(|t| json!({"name": t})).collect::<Vec<_>>(),
-        "components": components(),
+        "components": components(named),
     })
+}
+
+/// The names of the framework's own schemas.
+const RESERVED: [&str; 3] = ["HTTPError", "ValidationError", "HTTPValidationError"];
+
+/// The catalog with every handler's named schemas (dataclasses, TypedDicts, enums) gathered
+/// into `named`; two different schemas of one name (an `Item` in two route files) get
+/// distinct names (`Item`, `Item2`), and the references follow.
+fn with_unique_schemas(catalog: &Catalog, named: &mut Map<String, Value>) -> Catalog {
+    let mut catalog = catalog.clone();
+    for route in &mut catalog.routes {
+        for op in &mut route.handlers {
+            let mut renames: Vec<(String, String)> = Vec::new();
+            for (name, schema) in &op.schemas {
+                let mut chosen = name.clone();
+                let mut n = 1;
+                loop {
+                    match named.get(&chosen) {
+                        None if !RESERVED.contains(&chosen.as_str()) => break,
+                        None => {
+                            n += 1;
+                            chosen = format!("{name}{n}");
+                        }
+                        Some(existing) if same_schema(existing, schema, &renames) => break,
+                        Some(_) => {
+                            n += 1;
+                            chosen = format!("{name}{n}");
+                        }
+                    }
+                }
+                if chosen != *name {
+                    renames.push((name.clone(), chosen));
+                }
+            }
+            let mut schemas = std::mem::take(&mut op.schemas);
+            for value in schemas.values_mut() {
+                rename_refs(value, &renames);
+            }
+            for (name, schema) in schemas {
+                let name = renames
+                    .iter()
+                    .find(|(old, _)| *old == name)
+                    .map_or(name, |(_, new)| new.clone());
+                named.entry(name).or_insert(schema);
+            }
+            for value in op.request_body.iter_mut().chain(op.response.iter_mut()) {
+                rename_refs(value, &renames);
+            }
+            for param in &mut op.query_params {
+                if let Some(schema) = &mut param.schema {
+                    rename_refs(schema, &renames);
+                }
+            }
+        }
+    }
+    catalog
+}
+
+fn same_schema(existing: &Value, schema: &Value, renames: &[(String, String)]) -> bool {
+    let mut renamed = schema.clone();
+    rename_refs(&mut renamed, renames);
+    *existing == renamed
+}
+
+fn rename_refs(value: &mut Value, renames: &[(String, String)]) {
+    if renames.is_empty() {
+        return;
+    }
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::String(target)) = map.get_mut("$ref")
+                && let Some(name) = target.strip_prefix("#/components/schemas/")
+                && let Some((_, new)) = renames.iter().find(|(old, _)| old == name)
+            {
+                *target = format!("#/components/schemas/{new}");
+            }
+            for child in map.values_mut() {
+                rename_refs(child, renames);
+            }
+        }
+        Value::Array(items) => {
+            for child in items {
+                rename_refs(child, renames);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Add `item`'s operations to the path item at `path` (two files never share a path, but the
@@ -94,7 +183,9 @@ fn operation(op: &Operation, id: &str, tag: &str, path_params: &[PathParam]) -> 
     if !parameters.is_empty() {
         out.insert("parameters".into(), Value::Array(parameters));
     }
-    if takes_body(&op.method) {
+    if let Some(body) = &op.request_body {
+        out.insert("requestBody".into(), body.clone());
+    } else if takes_body(&op.method) {
         out.insert(
             "requestBody".into(),
             json!({
@@ -105,13 +196,8 @@ fn operation(op: &Operation, id: &str, tag: &str, path_params: &[PathParam]) -> 
         );
     }
     let mut responses = Map::new();
-    responses.insert(
-        "200".into(),
-        json!({
-            "description": "Successful Response",
-            "content": {"application/json": {"schema": {}}},
-        }),
-    );
+    let (status, success) = success_response(op.response.as_ref());
+    responses.insert(status, success);
     for (status, _) in framework_errors(path_params, op) {
         let component = match status {
             404 => "NotFound",
@@ -123,8 +209,52 @@ fn operation(op: &Operation, id: &str, tag: &str, path_params: &[PathParam]) -> 
             json!({"$ref": format!("#/components/responses/{component}")}),
         );
     }
+    // A handler may raise `HTTPException` with any status: `{"detail": ...}`.
+    responses.insert(
+        "default".into(),
+        json!({"$ref": "#/components/responses/HTTPException"}),
+    );
     out.insert("responses".into(), Value::Object(responses));
     Value::Object(out)
+}
+
+/// The status and Response Object of a successful answer: from the return annotation when
+/// the handler has one (`-> Item`, `-> tuple[Item, Literal[201]]`, `-> None` for 204),
+/// otherwise 200 with any JSON.
+fn success_response(declared: Option<&Value>) -> (String, Value) {
+    let status = declared
+        .and_then(|d| d.get("status"))
+        .and_then(Value::as_u64)
+        .filter(|s| (200..600).contains(s))
+        .unwrap_or(200);
+    let description = match status {
+        201 => "Created",
+        202 => "Accepted",
+        204 => "No Content",
+        _ => "Successful Response",
+    };
+    if status == 204 {
+        return (status.to_string(), json!({"description": description}));
+    }
+    let media = declared
+        .and_then(|d| d.get("media_type"))
+        .and_then(Value::as_str)
+        .unwrap_or("application/json");
+    let schema = declared
+        .and_then(|d| d.get("schema"))
+        .filter(|s| !s.is_null())
+        .cloned()
+        .unwrap_or_else(|| {
+            if media == "application/json" {
+                json!({})
+            } else {
+                json!({"type": "string"})
+            }
+        });
+    (
+        status.to_string(),
+        json!({"description": description, "content": {media: {"schema": schema}}}),
+    )
 }
 
 /// The JSON Schema of a value of `kind` (`choices` for an enum).
@@ -160,6 +290,7 @@ fn schema(kind: &str, choices: &[String]) -> Map<String, Value> {
 }
 
 fn path_parameter(param: &PathParam) -> Value {
+    let declared = param.schema.clone().filter(|_| param.shape == "single");
     let catch_all = match param.shape {
         "catch_all" => Some(
             "One or more path segments separated by `/` (`a/b/c`); the handler gets them as a \
@@ -171,9 +302,10 @@ fn path_parameter(param: &PathParam) -> Value {
         ),
         _ => None,
     };
-    let schema = match catch_all {
-        Some(_) => schema("str", &[]),
-        None => schema(&param.kind, &param.choices),
+    let schema = match (catch_all, declared) {
+        (Some(_), _) => schema("str", &[]),
+        (None, Some(Value::Object(declared))) => without_default(declared),
+        (None, _) => schema(&param.kind, &param.choices),
     };
     let description = match (&param.description, catch_all) {
         (Some(own), Some(shape)) => Some(format!("{own}\n\n{shape}")),
@@ -194,20 +326,29 @@ fn path_parameter(param: &PathParam) -> Value {
     Value::Object(out)
 }
 
+/// A path parameter's schema carries no default (it is always given).
+fn without_default(mut schema: Map<String, Value>) -> Map<String, Value> {
+    schema.remove("default");
+    schema
+}
+
 fn query_parameter(param: &QueryParam) -> Value {
-    let mut schema = schema(&param.kind, &param.choices);
+    let mut schema = match &param.schema {
+        Some(Value::Object(declared)) => without_default(declared.clone()),
+        _ => schema(&param.kind, &param.choices),
+    };
     if let Some(default) = param.default.as_ref().filter(|d| !d.is_null()) {
         schema.insert("default".into(), default.clone());
     }
     let mut out = Map::new();
     out.insert("name".into(), json!(param.name));
-    out.insert("in".into(), json!("query"));
+    out.insert("in".into(), json!(param.location));
     out.insert("required".into(), json!(param.required));
     if let Some(description) = &param.description {
         out.insert("description".into(), json!(description));
     }
     out.insert("schema".into(), Value::Object(schema));
-    if param.kind == "list" {
+    if param.kind == "list" && param.location == "query" {
         // `?tag=a&tag=b`, read with `query_params.getlist`.
         out.insert("style".into(), json!("form"));
         out.insert("explode".into(), json!(true));
@@ -215,8 +356,9 @@ fn query_parameter(param: &QueryParam) -> Value {
     Value::Object(out)
 }
 
-/// FastAPI's validation error schemas, and the responses the framework answers by itself.
-fn components() -> Value {
+/// FastAPI's validation error schemas, the project's named schemas, and the responses the
+/// framework answers by itself.
+fn components(named: Map<String, Value>) -> Value {
     let detail = |example: &str| {
         json!({
             "application/json": {
@@ -225,7 +367,7 @@ fn components() -> Value {
             }
         })
     };
-    json!({
+    let mut doc = json!({
         "schemas": {
             "HTTPError": {
                 "title": "HTTPError",
@@ -289,16 +431,30 @@ fn components() -> Value {
                 "content": detail("Request body too large"),
             },
             "ValidationError": {
-                "description": "Validation Error: a path or query parameter did not convert to \
-                                its type, or a required one is missing",
+                "description": "Validation Error: a parameter or the body did not convert to \
+                                its type or meet its constraints, or a required one is missing",
                 "content": {
                     "application/json": {
                         "schema": {"$ref": "#/components/schemas/HTTPValidationError"},
                     },
                 },
             },
+            "HTTPException": {
+                "description": "An HTTPException the handler (or a dependency) raised",
+                "content": {
+                    "application/json": {
+                        "schema": {"$ref": "#/components/schemas/HTTPError"},
+                    },
+                },
+            },
         },
-    })
+    });
+    if let Some(schemas) = doc["schemas"].as_object_mut() {
+        for (name, schema) in named {
+            schemas.entry(name).or_insert(schema);
+        }
+    }
+    doc
 }
 
 #[cfg(test)]
@@ -411,7 +567,14 @@ mod tests {
     fn framework_responses_are_documented() {
         let doc = openapi(&sample());
         let responses = |path: &str, method: &str| op(&doc, path, method)["responses"].clone();
-        assert_eq!(responses("/", "get").as_object().unwrap().len(), 1);
+        assert_eq!(
+            responses("/", "get")
+                .as_object()
+                .unwrap()
+                .keys()
+                .collect::<Vec<_>>(),
+            ["200", "default"]
+        );
         assert_eq!(
             responses("/users/{id}", "get")["422"]["$ref"],
             "#/components/responses/ValidationError"

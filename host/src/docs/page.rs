@@ -337,8 +337,9 @@ fn parameters(html: &mut String, path: &[PathParam], query: &[QueryParam]) {
         };
         let _ = writeln!(
             html,
-            "<tr><td data-label=\"Parameter\"><code>{name}</code>{req}</td><td data-label=\"In\">query</td><td data-label=\"Type\">{kind}</td><td data-label=\"Default\">{default}</td><td data-label=\"Description\">{description}</td></tr>",
+            "<tr><td data-label=\"Parameter\"><code>{name}</code>{req}</td><td data-label=\"In\">{location}</td><td data-label=\"Type\">{kind}</td><td data-label=\"Default\">{default}</td><td data-label=\"Description\">{description}</td></tr>",
             name = text(&q.name),
+            location = text(&q.location),
             req = if q.required {
                 " <span class=\"req\">required</span>"
             } else {
@@ -409,7 +410,8 @@ fn try_form(html: &mut String, route: &RouteEntry, op: &Operation, id: &str) {
             p.shape,
         );
     }
-    for q in &op.query_params {
+    // Browsers do not let a page set the Cookie header: cookie parameters are not in the form.
+    for q in op.query_params.iter().filter(|q| q.location != "cookie") {
         let placeholder = match (&q.default, q.kind.as_str()) {
             (Some(d), _) if !d.is_null() => format!("{} (default {})", q.kind, python_repr(d)),
             (_, "list") => "a, b, c".to_string(),
@@ -418,16 +420,18 @@ fn try_form(html: &mut String, route: &RouteEntry, op: &Operation, id: &str) {
         field(
             html,
             id,
-            &format!("query:{}", q.name),
+            &format!("{}:{}", q.location, q.name),
             &q.name,
-            "query",
+            &q.location,
             &q.choices,
             &placeholder,
             q.required,
             if q.kind == "list" { "list" } else { "single" },
         );
     }
-    if takes_body(&op.method) {
+    if let Some(body) = &op.request_body {
+        body_field(html, body, id);
+    } else if takes_body(&op.method) {
         let _ = writeln!(
             html,
             "<label class=\"field wide\"><span>JSON body</span><textarea name=\"body\" id=\"{id}-body\" rows=\"4\" spellcheck=\"false\" placeholder='{{\"name\": \"value\"}}'></textarea></label>",
@@ -437,6 +441,69 @@ fn try_form(html: &mut String, route: &RouteEntry, op: &Operation, id: &str) {
     html.push_str(
         "</div>\n<div class=\"actions\"><button type=\"submit\">Send</button><button type=\"button\" class=\"ghost copy-curl\">Copy as curl</button><code class=\"url\"></code></div>\n<div class=\"result\" aria-live=\"polite\" hidden></div>\n</form>\n",
     );
+}
+
+/// The body of a handler that declares one: JSON with the schema's example filled in, or a
+/// URL-encoded form; a multipart form (files) is sent with curl.
+fn body_field(html: &mut String, body: &serde_json::Value, id: &str) {
+    let Some((media, content)) = body
+        .get("content")
+        .and_then(|c| c.as_object())
+        .and_then(|c| c.iter().next())
+    else {
+        return;
+    };
+    let required = body.get("required").and_then(|r| r.as_bool()) == Some(true);
+    let note = if required { ", required" } else { "" };
+    match media.as_str() {
+        "multipart/form-data" => {
+            let fields: Vec<String> = content
+                .pointer("/schema/properties")
+                .and_then(|p| p.as_object())
+                .map(|p| {
+                    p.iter()
+                        .map(|(name, schema)| {
+                            let file =
+                                schema.get("format").and_then(|f| f.as_str()) == Some("binary");
+                            format!("-F '{name}={}'", if file { "@file" } else { "..." })
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let _ = writeln!(
+                html,
+                "<p class=\"field wide muted\">Multipart form body{note}: send it with <code>curl {}</code></p>",
+                text(&fields.join(" ")),
+            );
+        }
+        "application/x-www-form-urlencoded" => {
+            let example: Vec<String> = content
+                .pointer("/schema/properties")
+                .and_then(|p| p.as_object())
+                .map(|p| p.keys().map(|k| format!("{k}=")).collect())
+                .unwrap_or_default();
+            let _ = writeln!(
+                html,
+                "<label class=\"field wide\"><span>Form body <small>URL-encoded{note}</small></span><textarea name=\"body\" data-content-type=\"application/x-www-form-urlencoded\" id=\"{id}-body\" rows=\"2\" spellcheck=\"false\">{example}</textarea></label>",
+                id = attr(id),
+                example = text(&example.join("&")),
+            );
+        }
+        _ => {
+            let example = content
+                .get("example")
+                .map(|e| serde_json::to_string_pretty(e).unwrap_or_default())
+                .unwrap_or_default();
+            let rows = example.lines().count().clamp(3, 16);
+            let _ = writeln!(
+                html,
+                "<label class=\"field wide\"><span>JSON body <small>{media}{note}</small></span><textarea name=\"body\" data-content-type=\"{media}\" id=\"{id}-body\" rows=\"{rows}\" spellcheck=\"false\">{example}</textarea></label>",
+                id = attr(id),
+                media = attr(media),
+                example = text(&example),
+            );
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

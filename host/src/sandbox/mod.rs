@@ -278,6 +278,13 @@ impl Sandbox {
         if let Some(dir) = &inner.routes_dir {
             wasi.preopened_dir(dir, "/routes", FsPerms::ReadOnly)
                 .map_err(|e| SandboxError::Setup(format!("open {}: {e}", dir.display())))?;
+            // The project's own packages (`filerouter packages install`), read-only.
+            if let Some(packages) = crate::packages::mounted(dir) {
+                wasi.preopened_dir(&packages, "/packages", FsPerms::ReadOnly)
+                    .map_err(|e| {
+                        SandboxError::Setup(format!("open {}: {e}", packages.display()))
+                    })?;
+            }
         }
         let output = output::GuestOutput::default();
         wasi.stdout(output.clone()).stderr(output.clone());

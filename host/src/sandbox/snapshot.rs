@@ -27,13 +27,14 @@ pub enum BakeError {
     Snapshot(String),
 }
 
-/// Import `routes` (from `files`: every `.py` under `routes/`, as path and source) and the
-/// project's root Python files `root_files` in a guest instance and return the snapshotted
-/// component.
+/// Import `routes` (from `files`: every `.py` under `routes/`, as path and source), the
+/// project's root Python files `root_files` and its `packages` (every file of `.packages/`)
+/// in a guest instance and return the snapshotted component.
 pub async fn bake(
     files: Vec<(String, String)>,
     routes: Vec<String>,
     root_files: Vec<(String, String)>,
+    packages: Vec<(String, Vec<u8>)>,
     memory_bytes: usize,
     plugins: crate::plugins::Plugins,
 ) -> Result<Vec<u8>, BakeError> {
@@ -47,6 +48,7 @@ pub async fn bake(
                 files,
                 routes,
                 root_files,
+                packages,
                 memory_bytes,
                 plugins,
                 report,
@@ -72,6 +74,7 @@ async fn run_bake(
     files: Vec<(String, String)>,
     routes: Vec<String>,
     root_files: Vec<(String, String)>,
+    packages: Vec<(String, Vec<u8>)>,
     memory_bytes: usize,
     plugins: crate::plugins::Plugins,
     report: Arc<Mutex<Option<ProjectError>>>,
@@ -97,7 +100,7 @@ async fn run_bake(
     let router = Router::new(&mut store, &instance).map_err(wt)?;
     let outcome = router
         .filerouter_sandbox_guest()
-        .call_bake(&mut store, &files, &routes, &root_files)
+        .call_bake(&mut store, &files, &routes, &root_files, &packages)
         .await
         .map_err(wt)?;
     if let Err(error) = outcome {

@@ -97,6 +97,7 @@
     var method = form.dataset.method;
     var path = form.dataset.path;
     var query = [];
+    var headers = {};
     var error = null;
     $$("[name]", form).forEach(function (field) {
       field.classList.remove("invalid");
@@ -112,6 +113,8 @@
           if (!value && !error) { error = { message: "Fill in the path parameter " + name + ".", field: field }; }
           path = path.replace("{" + name + "}", encodePath(value, shape === "catch_all"));
         }
+      } else if (where === "header" && value !== "") {
+        headers[name] = value;
       } else if (where === "query" && value !== "") {
         var values = shape === "list" ? value.split(",").map(function (v) { return v.trim(); }) : [value];
         values.forEach(function (v) { query.push(encodeURIComponent(name) + "=" + encodeURIComponent(v)); });
@@ -119,16 +122,18 @@
     });
     var bodyField = $("textarea[name=body]", form);
     var body = bodyField ? bodyField.value.trim() : "";
-    if (body && !error) {
+    var type = (bodyField && bodyField.dataset.contentType) || "application/json";
+    if (body && !error && type.indexOf("json") !== -1) {
       try { JSON.parse(body); } catch (e) { error = { message: "The body is not valid JSON: " + e.message, field: bodyField }; }
     }
-    return { method: method, url: path + (query.length ? "?" + query.join("&") : ""), body: body || null, error: error };
+    return { method: method, url: path + (query.length ? "?" + query.join("&") : ""), body: body || null, type: type, headers: headers, error: error };
   }
 
   function curl(req) {
     var quote = function (s) { return "'" + s.replace(/'/g, "'\\''") + "'"; };
     var cmd = "curl -X " + req.method + " " + quote(location.origin + req.url);
-    if (req.body) cmd += " -H 'content-type: application/json' -d " + quote(req.body);
+    Object.keys(req.headers || {}).forEach(function (name) { cmd += " -H " + quote(name + ": " + req.headers[name]); });
+    if (req.body) cmd += " -H " + quote("content-type: " + req.type) + " -d " + quote(req.body);
     return cmd;
   }
 
@@ -184,7 +189,8 @@
       button.disabled = true;
       var started = performance.now();
       var init = { method: req.method, headers: { accept: "application/json" } };
-      if (req.body) { init.body = req.body; init.headers["content-type"] = "application/json"; }
+      Object.keys(req.headers).forEach(function (name) { init.headers[name] = req.headers[name]; });
+      if (req.body) { init.body = req.body; init.headers["content-type"] = req.type; }
       fetch(req.url, init).then(function (response) {
         return response.text().then(function (text) { show(form, req, response, text, performance.now() - started); });
       }).catch(function (err) {

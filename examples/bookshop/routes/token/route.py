@@ -1,0 +1,11 @@
+import jwt
+from filerouter import Form, HTTPException
+
+from _lib.auth import SECRET, USERS
+
+
+def POST(request, username: str = Form(min_length=3), password: str = Form()) -> dict:
+    """Trade a username and password (a form) for a bearer token."""
+    if USERS.get(username) != password:
+        raise HTTPException(401, "Incorrect username or password")
+    return {"access_token": jwt.encode({"sub": username}, SECRET, algorithm="HS256"), "token_type": "bearer"}

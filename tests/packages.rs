@@ -1,0 +1,205 @@
+//! `filerouter packages install`: the project's pure-Python packages from PyPI, importable
+//! from routes in `dev` (mounted read-only) and in `run` (baked into the build); native code
+//! refused by name and reason.
+//!
+//! Needs Python with pip and PyPI (the pip of `tests/.venv`, see `support::tools`): skipped
+//! loudly without them, a failure in CI.
+
+mod support;
+
+use std::process::Command;
+
+use serde_json::json;
+use support::{
+    Project, Server, json, run,
+    tools::{missing, python_venv, run_tool},
+};
+
+/// A project whose route uses Jinja2 (with MarkupSafe), PyJWT and python-dateutil, listed in
+/// pyproject.toml.
+fn project() -> Project {
+    Project::new(&[
+        (
+            "pyproject.toml",
+            r#"
+            [project]
+            name = "uses-packages"
+            version = "0.1.0"
+            dependencies = ["Jinja2==3.1.6", "PyJWT==2.15.1", "python-dateutil==4.0.0"]
+            "#,
+        ),
+        (
+            "routes/index.py",
+            r#"
+            import jwt
+            import markupsafe
+            from dateutil import parser, relativedelta
+            from jinja2 import Environment
+
+            def GET(request, name: str = "<World>"):
+                page = Environment(autoescape=True).from_string("<p>Hello {{ name }}</p>").render(name=name)
+                token = jwt.encode({"sub": name}, "a-secret-of-thirty-two-bytes-or-more!", algorithm="HS256")
+                claims = jwt.decode(token, "a-secret-of-thirty-two-bytes-or-more!", algorithms=["HS256"])
+                when = parser.parse("3 March 2021 10:00")
+                later = when + relativedelta.relativedelta(months=+1, weekday=relativedelta.FR(+1))
+                return {
+                    "page": page,
+                    "sub": claims["sub"],
+                    "later": later.isoformat(),
+                    "escape_from": markupsafe._escape_inner.__module__,
+                }
+            "#,
+        ),
+    ])
+}
+
+fn install(project: &Project, python: &str) -> (i32, String, String) {
+    run(
+        &[
+            "packages",
+            "install",
+            "--project",
+            project.path().to_str().unwrap(),
+            "--python",
+            python,
+        ],
+        project.path(),
+    )
+}
+
+#[test]
+fn pypi_packages_work_from_routes_in_dev_and_run() {
+    const TEST: &str = "pypi_packages_work_from_routes_in_dev_and_run";
+    let venv = match python_venv() {
+        Ok(venv) => venv,
+        Err(why) => return missing(TEST, &why, "python3 and python3-venv, and reach PyPI"),
+    };
+    let project = project();
+    let python = venv.join("bin/python");
+    let (code, stdout, stderr) = install(&project, python.to_str().unwrap());
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    // MarkupSafe's wheels carry a C speedup: it was built from source without it.
+    assert!(
+        stdout.contains(
+            "MarkupSafe 3.0.4 (pure Python: built from source without its optional C extension)"
+        ),
+        "{stdout}"
+    );
+    for name in ["Jinja2 3.1.6", "PyJWT 2.15.1", "python-dateutil 4.0.0"] {
+        assert!(stdout.contains(name), "{name}: {stdout}");
+    }
+    let native: Vec<String> = walk(&project.path().join(".packages"))
+        .into_iter()
+        .filter(|p| p.ends_with(".so") || p.contains(".so."))
+        .collect();
+    assert!(native.is_empty(), "native files installed: {native:?}");
+
+    let expected = json!({
+        "page": "<p>Hello &lt;World&gt;</p>",
+        "sub": "<World>",
+        "later": "2021-04-09T10:00:00",
+        "escape_from": "markupsafe._native",
+    });
+    {
+        let dev = Server::dev(&project);
+        let response = dev.get("/");
+        assert_eq!(response.status(), 200, "{}", dev.log());
+        assert_eq!(json(response), expected);
+        // The mount is read-only: a route cannot change the installed packages.
+        project.write(
+            "routes/write/route.py",
+            "import jinja2, os\n\ndef GET(request):\n    try:\n        open(os.path.join(os.path.dirname(jinja2.__file__), 'x.py'), 'w')\n    except OSError as e:\n        return {'refused': type(e).__name__}\n    return {'refused': None}\n",
+        );
+        let refused = support::eventually(std::time::Duration::from_secs(10), || {
+            dev.get("/write").status() == 200
+        });
+        assert!(refused);
+        assert_ne!(json(dev.get("/write"))["refused"], serde_json::Value::Null);
+        project.remove("routes/write/route.py");
+    }
+    let (code, stdout, stderr) = run(
+        &["build", "--project", project.path().to_str().unwrap()],
+        project.path(),
+    );
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stderr.contains("files of .packages/"), "{stderr}");
+    // `run` reads nothing but the cache: the packages were baked in.
+    std::fs::remove_dir_all(project.path().join(".packages")).unwrap();
+    let served = Server::run(&project, &[]);
+    let response = served.get("/");
+    assert_eq!(response.status(), 200, "{}", served.log());
+    assert_eq!(json(response), expected);
+}
+
+#[test]
+fn a_package_with_native_code_is_refused_by_name() {
+    const TEST: &str = "a_package_with_native_code_is_refused_by_name";
+    let venv = match python_venv() {
+        Ok(venv) => venv,
+        Err(why) => return missing(TEST, &why, "python3 and python3-venv"),
+    };
+    let project = Project::new(&[
+        (
+            "requirements.txt",
+            "./wheels/fastthing-1.0-py3-none-any.whl\n",
+        ),
+        (".packages/keep.txt", "installed earlier\n"),
+    ]);
+    // A wheel that carries an extension module (its bytes do not matter: the sandbox can load
+    // no native code at all, so the name is the evidence).
+    let wheel = project.path().join("wheels/fastthing-1.0-py3-none-any.whl");
+    std::fs::create_dir_all(wheel.parent().unwrap()).unwrap();
+    let script = r#"
+import sys, zipfile
+files = {
+    "fastthing/__init__.py": "from ._speed import go\n",
+    "fastthing/_speed.cpython-311-x86_64-linux-gnu.so": "\x7fELF",
+    "fastthing-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: fastthing\nVersion: 1.0\n",
+    "fastthing-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: py3-none-any\n",
+}
+record = "".join(f"{name},,\n" for name in files) + "fastthing-1.0.dist-info/RECORD,,\n"
+with zipfile.ZipFile(sys.argv[1], "w") as z:
+    for name, data in files.items():
+        z.writestr(name, data)
+    z.writestr("fastthing-1.0.dist-info/RECORD", record)
+"#;
+    run_tool(
+        Command::new(venv.join("bin/python"))
+            .args(["-c", script])
+            .arg(&wheel),
+    )
+    .unwrap();
+    let (code, stdout, stderr) = install(&project, venv.join("bin/python").to_str().unwrap());
+    assert_ne!(code, 0, "{stdout}");
+    assert!(stderr.contains("fastthing 1.0"), "{stderr}");
+    assert!(
+        stderr.contains("native file fastthing/_speed.cpython-311-x86_64-linux-gnu.so"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("cannot load"), "{stderr}");
+    // Nothing changed.
+    assert!(project.path().join(".packages/keep.txt").exists());
+    assert!(!project.path().join(".packages/fastthing").exists());
+    assert!(!project.path().join(".packages.new").exists());
+
+    // No requirements at all: a clear error.
+    let empty = Project::new(&[]);
+    let (code, _, stderr) = install(&empty, venv.join("bin/python").to_str().unwrap());
+    assert_ne!(code, 0);
+    assert!(stderr.contains("no requirements.txt"), "{stderr}");
+}
+
+fn walk(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                out.extend(walk(&path));
+            } else {
+                out.push(path.to_string_lossy().into_owned());
+            }
+        }
+    }
+    out
+}
