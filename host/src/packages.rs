@@ -46,6 +46,8 @@ pub enum PackagesError {
     NativeCode(Vec<Native>),
     #[error("{0}: {1}")]
     Io(String, std::io::Error),
+    #[error("{0}")]
+    Read(String),
 }
 
 /// A distribution with native code, and what shows it.
@@ -267,8 +269,10 @@ pub fn files(root: &Path) -> Result<Vec<(String, Vec<u8>)>, PackagesError> {
                     stack.push((entry.path(), rel_name));
                 }
             } else if kind.is_file() && !name.ends_with(".pyc") {
-                let bytes = fs::read(entry.path())
-                    .map_err(|e| PackagesError::Io(format!("{DIR}/{rel_name}"), e))?;
+                // Links and special files are left out; regular ones are read within a bound.
+                let bytes =
+                    crate::regular_file::read(&entry.path(), crate::regular_file::MAX_SOURCE_BYTES)
+                        .map_err(|e| PackagesError::Read(format!("{DIR}/{rel_name}: {e}")))?;
                 out.push((rel_name, bytes));
             }
         }
