@@ -43,17 +43,13 @@ pub async fn bake(
     let report = failed.clone();
     let snapshot = component_init_transform::initialize(&wasm, move |instrumented| {
         Box::pin(async move {
-            let invoker = run_bake(
-                instrumented,
+            let sources = Sources {
                 files,
                 routes,
                 root_files,
                 packages,
-                memory_bytes,
-                plugins,
-                report,
-            )
-            .await?;
+            };
+            let invoker = run_bake(instrumented, sources, memory_bytes, plugins, report).await?;
             Ok(Box::new(invoker) as Box<dyn Invoker>)
         })
     })
@@ -67,14 +63,19 @@ pub async fn bake(
     }
 }
 
-/// Instantiate the instrumented guest (no files, no network: sources arrive as arguments)
-/// and run its `bake` export.
-async fn run_bake(
-    instrumented: Vec<u8>,
+/// What the guest's `bake` export is given: the project's Python and its packages.
+struct Sources {
     files: Vec<(String, String)>,
     routes: Vec<String>,
     root_files: Vec<(String, String)>,
     packages: Vec<(String, Vec<u8>)>,
+}
+
+/// Instantiate the instrumented guest (no files, no network: sources arrive as arguments)
+/// and run its `bake` export.
+async fn run_bake(
+    instrumented: Vec<u8>,
+    sources: Sources,
     memory_bytes: usize,
     plugins: crate::plugins::Plugins,
     report: Arc<Mutex<Option<ProjectError>>>,
@@ -100,7 +101,13 @@ async fn run_bake(
     let router = Router::new(&mut store, &instance).map_err(wt)?;
     let outcome = router
         .filerouter_sandbox_guest()
-        .call_bake(&mut store, &files, &routes, &root_files, &packages)
+        .call_bake(
+            &mut store,
+            &sources.files,
+            &sources.routes,
+            &sources.root_files,
+            &sources.packages,
+        )
         .await
         .map_err(wt)?;
     if let Err(error) = outcome {
