@@ -28,11 +28,18 @@ SCHEMA = {
         "header_timeout_s": (int, float),
         "body_timeout_s": (int, float),
         "max_buffered_body_bytes": int,
+        "queue": int,
     },
     "logging": {"level": str, "production_level": str},
     "build": {"cache_dir": str, "compression_level": int},
     "commands": "commands",
-    "sandbox": {"memory_mb": int, "timeout_s": (int, float), "max_body_bytes": int},
+    "sandbox": {
+        "memory_mb": int,
+        "timeout_s": (int, float),
+        "cpu_ms": int,
+        "wall_s": (int, float),
+        "max_body_bytes": int,
+    },
     "plugins": "plugins",
 }
 
@@ -49,9 +56,12 @@ RANGES = {
     ("server", "header_timeout_s"): (0, 3600, False),
     ("server", "body_timeout_s"): (0, 86400, False),
     ("server", "max_buffered_body_bytes"): (1024, 2**63 - 1, True),
+    ("server", "queue"): (0, 1_000_000, True),
     ("build", "compression_level"): (1, 9, True),
     ("sandbox", "memory_mb"): (1, 1 << 20, True),
     ("sandbox", "timeout_s"): (0, 86400, False),
+    ("sandbox", "cpu_ms"): (1, 86_400_000, True),
+    ("sandbox", "wall_s"): (0, 86400, False),
     ("sandbox", "max_body_bytes"): (0, 2**63 - 1, True),
 }
 

@@ -212,14 +212,13 @@ fn a_runaway_loop_gets_504_while_others_are_served() {
     }
     let response = spinner.join().unwrap();
     assert_eq!(response.status(), 504);
-    let body = json(response);
-    assert_eq!(body["detail"], "Handler timed out");
-    // Development adds where to raise the limit.
+    // Exactly this body, in development too (DECISIONS.md); the details go to the terminal
+    // and the browser's error page, which says where to raise the limit.
+    assert_eq!(json(response), json!({"detail": "Handler timed out"}));
     assert!(
-        body["error"]["suggestions"][0]
-            .as_str()
-            .is_some_and(|s| s.contains("timeout_s")),
-        "{body}"
+        support::eventually(Duration::from_secs(5), || server.log().contains("cpu_ms")),
+        "{}",
+        server.log()
     );
     assert_eq!(json(server.get("/ok")), json!({"ok": true}));
 }

@@ -46,6 +46,8 @@ pub struct ServerSettings {
     pub body_timeout_s: Option<f64>,
     /// Request bodies held in memory at once, across all requests.
     pub max_buffered_body_bytes: Option<u64>,
+    /// Requests that may wait for a turn in the scheduler (503 beyond).
+    pub queue: Option<u32>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
@@ -66,9 +68,15 @@ pub struct BuildSettings {
 #[serde(default, deny_unknown_fields)]
 pub struct SandboxSettings {
     pub memory_mb: Option<u64>,
+    /// Sets both `cpu_ms` and `wall_s` where they are not given.
     pub timeout_s: Option<f64>,
+    pub cpu_ms: Option<u64>,
+    pub wall_s: Option<f64>,
     pub max_body_bytes: Option<u64>,
 }
+
+/// How many requests may wait for a turn when `server.queue` does not say.
+pub const DEFAULT_QUEUE: u32 = 256;
 
 /// One entry of `plugins`: the component, its WIT, and what it is granted (nothing by default).
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
@@ -98,6 +106,17 @@ impl ServerSettings {
                 .unwrap_or_else(|| "127.0.0.1".to_string()),
             port.or(self.port).unwrap_or(8000),
         )
+    }
+}
+
+impl ServerSettings {
+    /// The project's queue in the scheduler: as many running at once as there are
+    /// `workers`, `queue` (default [`DEFAULT_QUEUE`]) waiting.
+    pub fn queue_config(&self, workers: usize) -> crate::scheduler::QueueConfig {
+        crate::scheduler::QueueConfig {
+            concurrency: workers,
+            capacity: self.queue.unwrap_or(DEFAULT_QUEUE) as usize,
+        }
     }
 }
 
@@ -157,11 +176,23 @@ impl Settings {
                 "sandbox['memory_mb'] must be at least 1".into(),
             ));
         }
-        if let Some(t) = self.sandbox.timeout_s
-            && !(t > 0.0 && t.is_finite() && t <= 86_400.0)
+        for (name, value) in [
+            ("timeout_s", self.sandbox.timeout_s),
+            ("wall_s", self.sandbox.wall_s),
+        ] {
+            if let Some(t) = value
+                && !(t > 0.0 && t.is_finite() && t <= 86_400.0)
+            {
+                return Err(ConfigError::Invalid(format!(
+                    "sandbox['{name}'] must be a positive number of seconds (at most 86400)"
+                )));
+            }
+        }
+        if let Some(ms) = self.sandbox.cpu_ms
+            && !(1..=86_400_000).contains(&ms)
         {
             return Err(ConfigError::Invalid(
-                "sandbox['timeout_s'] must be a positive number of seconds (at most 86400)".into(),
+                "sandbox['cpu_ms'] must be from 1 to 86400000".into(),
             ));
         }
         if self.server.workers == Some(0) {
@@ -181,11 +212,18 @@ impl Settings {
                 .memory_mb
                 .map(|mb| (mb as usize).saturating_mul(1024 * 1024))
                 .unwrap_or(default.memory_bytes),
-            timeout: self
+            cpu: self
                 .sandbox
-                .timeout_s
+                .cpu_ms
+                .map(Duration::from_millis)
+                .or(self.sandbox.timeout_s.map(Duration::from_secs_f64))
+                .unwrap_or(default.cpu),
+            wall: self
+                .sandbox
+                .wall_s
+                .or(self.sandbox.timeout_s)
                 .map(Duration::from_secs_f64)
-                .unwrap_or(default.timeout),
+                .unwrap_or(default.wall),
             max_body_bytes: self
                 .sandbox
                 .max_body_bytes

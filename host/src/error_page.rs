@@ -61,6 +61,9 @@ pub struct Failure {
     pub details: String,
     /// The exact JSON body API clients get in development, when it is not the generic one.
     pub json_detail: Option<Value>,
+    /// API clients get exactly `json_detail` in development too (a timeout's 504): the
+    /// details stay on the terminal and the HTML page.
+    pub json_exact: bool,
 }
 
 impl Failure {
@@ -79,6 +82,7 @@ impl Failure {
             suggestions: error.suggestions.clone(),
             details: error.traceback.clone(),
             json_detail: None,
+            json_exact: false,
         }
     }
 
@@ -98,6 +102,7 @@ impl Failure {
             suggestions,
             details: String::new(),
             json_detail: None,
+            json_exact: false,
         }
     }
 
@@ -234,6 +239,11 @@ fn first_sighting(generation: u64, failure: &Failure) -> bool {
 }
 
 fn dev_json(failure: &Failure, request: &RequestInfo) -> Value {
+    if failure.json_exact
+        && let Some(exact) = &failure.json_detail
+    {
+        return exact.clone();
+    }
     let mut body = failure
         .json_detail
         .clone()

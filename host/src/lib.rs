@@ -35,4 +35,5 @@ pub mod request_body;
 pub mod router;
 pub mod routes;
 pub mod sandbox;
+pub mod scheduler;
 pub mod server;

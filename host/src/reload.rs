@@ -113,6 +113,10 @@ async fn reload(app: &App, changed: Changed) -> bool {
                         Err(e) => tracing::error!("config.py: {e}"),
                     }
                 }
+                let workers = sandbox.queue().scheduler().workers();
+                sandbox
+                    .queue()
+                    .reconfigure(loaded.server.queue_config(workers));
                 tracing::info!("config.py reloaded");
                 settings = loaded;
                 config_error = None;

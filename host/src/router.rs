@@ -8,7 +8,7 @@
 //! 405, static file, docs, 404) goes straight out without middleware, or, with middleware, is
 //! handed to the guest's `call_next` through the `upstream` service; its body stays here.
 //! The body is read whole within the bounds of [`request_body`] (413, 408, 503); sandbox
-//! limits become 504 and 500.
+//! limits become 504 and 500; a full scheduler queue gives 503 with `Retry-After`.
 //!
 //! [`request_body`]: crate::request_body
 
@@ -37,6 +37,7 @@ use crate::{
         HttpRequest, HttpResponse, PageTarget, ParamValue, PathParam, RouteTarget, SandboxError,
         Target, Upstream,
     },
+    scheduler::Limit,
 };
 
 /// The response body type of the server: whole bodies, or a static file streamed from disk.
@@ -165,6 +166,7 @@ pub async fn respond(
                 fail(&failure, &info)
             })
         }
+        Err(SandboxError::Busy(rejected)) => busy(rejected.retry_after),
         Err(error) => fail(&sandbox_failure(&loaded, error), &info),
     }
 }
@@ -325,19 +327,25 @@ fn upstream(answer: Response<Body>, kept: Arc<Mutex<Option<Body>>>) -> Upstream 
 fn sandbox_failure(loaded: &Loaded, error: SandboxError) -> Failure {
     match error {
         SandboxError::Project(error) => Failure::from_project(&error),
-        SandboxError::Timeout(limit) => {
+        SandboxError::Timeout(overrun) => {
+            let hint = match overrun.limit {
+                Limit::Cpu => format!(
+                    "If the work needs more CPU time, raise `sandbox = {{\"cpu_ms\": ...}}` in config.py (now {}; `timeout_s` sets both limits)",
+                    overrun.allowed.as_millis()
+                ),
+                Limit::Wall => format!(
+                    "If the handler waits on something slow (`time.sleep`, `asyncio.sleep`), raise `sandbox = {{\"wall_s\": ...}}` in config.py (now {}; `timeout_s` sets both limits)",
+                    overrun.allowed.as_secs_f64()
+                ),
+            };
             let mut failure = Failure::simple(
                 StatusCode::GATEWAY_TIMEOUT,
                 "Timeout",
-                &format!(
-                    "the handler ran longer than the sandbox's time limit of {limit:?} and was stopped"
-                ),
-                vec![format!(
-                    "If the work is expected to take longer, raise `sandbox = {{\"timeout_s\": ...}}` in config.py (now {})",
-                    limit.as_secs_f64()
-                )],
+                &format!("{overrun}, and was stopped"),
+                vec![hint],
             );
             failure.json_detail = Some(serde_json::json!({"detail": "Handler timed out"}));
+            failure.json_exact = true;
             failure
         }
         SandboxError::MemoryCap(trap) => {
@@ -461,5 +469,18 @@ fn redirect(location: &str) -> Response<Body> {
     if let Ok(value) = HeaderValue::from_str(location) {
         response.headers_mut().insert(header::LOCATION, value);
     }
+    response
+}
+
+/// 503 for a request whose queue is full: it never ran; the client may try again later.
+fn busy(retry_after: std::time::Duration) -> Response<Body> {
+    let mut response = json(
+        StatusCode::SERVICE_UNAVAILABLE,
+        r#"{"detail":"Service Unavailable"}"#,
+    );
+    response.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from(retry_after.as_secs()),
+    );
     response
 }

@@ -62,7 +62,13 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
     let engine = tokio::task::spawn_blocking(|| SandboxEngine::load(4))
         .await
         .context("engine setup panicked")??;
-    let boot = Sandbox::new(engine, Some(&routes_dir), Limits::default())?;
+    let scheduler = crate::scheduler::Scheduler::new(4);
+    let boot = Sandbox::new(
+        engine,
+        Some(&routes_dir),
+        Limits::default(),
+        scheduler.tooling(),
+    )?;
     let settings = Settings::load(&boot, &root).await?;
     let level = args
         .compression

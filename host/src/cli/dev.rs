@@ -13,12 +13,9 @@ use crate::{
     project::Project,
     reload,
     sandbox::{Limits, Sandbox, engine::SandboxEngine},
+    scheduler::{self, Scheduler},
     server,
 };
-
-/// The sandbox's instance pool: at most this many requests run in the guest at once, unless
-/// config.py's `server.workers` says otherwise.
-pub const MAX_INSTANCES: u32 = 64;
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     super::runtime()?.block_on(serve(args))
@@ -37,17 +34,24 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         );
     }
     // config.py first (in a small sandbox): it sizes the real one.
+    let scheduler = Scheduler::new(scheduler::default_workers());
     let boot_engine = tokio::task::spawn_blocking(|| SandboxEngine::load(1))
         .await
         .context("engine setup panicked")??;
-    let boot = Sandbox::new(boot_engine, None, Limits::default())?;
+    let boot = Sandbox::new(boot_engine, None, Limits::default(), scheduler.tooling())?;
     let settings = Settings::load(&boot, &root).await?;
+    drop(boot);
     logging::init(Mode::Development, settings.logging.level.as_deref());
-    let workers = settings.server.workers.unwrap_or(MAX_INSTANCES);
-    let engine = tokio::task::spawn_blocking(move || SandboxEngine::load(workers))
+    let workers = settings
+        .server
+        .workers
+        .map_or_else(scheduler::default_workers, |w| w as usize);
+    scheduler.set_workers(workers);
+    let engine = tokio::task::spawn_blocking(move || SandboxEngine::load(workers as u32))
         .await
         .context("engine setup panicked")??;
-    let sandbox = Sandbox::new(engine, Some(&routes_dir), settings.limits())?;
+    let queue = scheduler.queue("project", settings.server.queue_config(workers));
+    let sandbox = Sandbox::new(engine, Some(&routes_dir), settings.limits(), queue)?;
     let sandbox = sandbox
         .with_plugins(crate::plugins::load_in_background(&root, &settings.plugins).await?)?;
     let project = Project::load(&root, &sandbox, None).await;

@@ -88,7 +88,8 @@ pub(super) fn load_settings(root: &Path) -> anyhow::Result<Option<Settings>> {
         let engine = tokio::task::spawn_blocking(|| SandboxEngine::load(1))
             .await
             .context("engine setup panicked")??;
-        let sandbox = Sandbox::new(engine, None, Limits::default())?;
+        let scheduler = crate::scheduler::Scheduler::new(1);
+        let sandbox = Sandbox::new(engine, None, Limits::default(), scheduler.tooling())?;
         Ok(Some(Settings::load(&sandbox, root).await?))
     })
 }

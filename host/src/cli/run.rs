@@ -15,12 +15,9 @@ use crate::{
     logging,
     project::Project,
     sandbox::{Sandbox, engine::SandboxEngine},
+    scheduler::{self, Scheduler},
     server,
 };
-
-/// Requests that may run in the sandbox at once when neither `--workers` nor
-/// `server.workers` says otherwise.
-pub const DEFAULT_WORKERS: u32 = 64;
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let root = args
@@ -50,7 +47,7 @@ async fn serve(
     let workers = args
         .workers
         .or(settings.server.workers)
-        .unwrap_or(DEFAULT_WORKERS)
+        .unwrap_or(scheduler::default_workers() as u32)
         .max(1);
     let started = Instant::now();
     let opened = std::sync::Arc::new(opened);
@@ -75,13 +72,15 @@ async fn serve(
     })
     .await
     .context("loading the plugins panicked")??;
-    let sandbox = Sandbox::new(engine, None, settings.limits())?.with_plugins(plugins)?;
+    let scheduler = Scheduler::new(workers as usize);
+    let queue = scheduler.queue("project", settings.server.queue_config(workers as usize));
+    let sandbox = Sandbox::new(engine, None, settings.limits(), queue)?.with_plugins(plugins)?;
     let project = Project::from_cache(&opened.metadata.routes, &opened.metadata.root_files);
     let routes = project.routes.len();
 
     let listener = super::listen(&settings.server, args.host, args.port).await?;
     let address = listener.local_addr().context("no local address")?;
-    let drain = settings.limits().timeout.min(Duration::from_secs(30)) + Duration::from_secs(1);
+    let drain = settings.limits().wall.min(Duration::from_secs(30)) + Duration::from_secs(1);
     let app = App::new(
         root,
         Mode::Production,

@@ -2,6 +2,7 @@
 //! of its traps.
 
 use super::{Limits, SandboxError};
+use crate::scheduler::{Budget, Limit, Overrun};
 
 /// The guest component, zstd-compressed, as `build.rs` produced it.
 pub const COMPRESSED: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/guest.wasm.zst"));
@@ -16,17 +17,24 @@ pub fn wasm() -> Result<Vec<u8>, String> {
 
 /// Turn a wasmtime error from a guest call into the sandbox error it stands for.
 /// `memory_refused` says whether the memory limiter refused a grow during the call: only then
-/// is the memory cap blamed.
+/// is the memory cap blamed. `budget` says which time limit an interrupt enforced.
 pub fn classify_trap(
     error: wasmtime::Error,
     limits: &Limits,
+    budget: &Budget,
     memory_refused: bool,
 ) -> SandboxError {
     if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
         return SandboxError::Exited(exit.0);
     }
     let reason = match error.downcast_ref::<wasmtime::Trap>() {
-        Some(wasmtime::Trap::Interrupt) => return SandboxError::Timeout(limits.timeout),
+        Some(wasmtime::Trap::Interrupt) => {
+            return SandboxError::Timeout(budget.overrun().unwrap_or(Overrun {
+                limit: Limit::Cpu,
+                allowed: limits.cpu,
+                used: limits.cpu,
+            }));
+        }
         Some(trap) => trap.to_string(),
         None => format!("{error:#}"),
     };

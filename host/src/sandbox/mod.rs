@@ -7,7 +7,11 @@
 //! export, and drops the instance: nothing survives a call. [`snapshot`] bakes the project's
 //! modules into the guest for production. The project's plugins (`crate::plugins`) ride along:
 //! each call gets a plugin session whose instances are made on first use and dropped with it.
-//! Limits (memory, time) are enforced per call; see [`Limits`].
+//! Limits (memory, time) are enforced per call; see [`Limits`]. Every call waits for its
+//! turn in a [`crate::scheduler`] queue and runs on the scheduler's guest threads, which
+//! count the CPU time it uses: requests in the sandbox's own queue under the project's
+//! limits, route inspections and `config.py` in the scheduler's tooling queue under
+//! [`TOOLING_TIME`], whatever the request limits are.
 //!
 //! This module knows nothing about HTTP routing; it only runs the guest.
 
@@ -21,7 +25,9 @@ mod services;
 pub mod snapshot;
 
 use std::{
+    future::Future,
     path::{Path, PathBuf},
+    pin::Pin,
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -40,7 +46,11 @@ pub use guest::SHA256 as GUEST_SHA256;
 pub use limits::{Limits, MemoryLimiter};
 pub use services::Upstream;
 
-use crate::{kv::KvStore, plugins::Plugins};
+use crate::{
+    kv::KvStore,
+    plugins::Plugins,
+    scheduler::{Budget, Overrun, Queue, Rejected, Stopped, TimeLimits, Verdict},
+};
 
 use bindings::RouterPre;
 
@@ -50,9 +60,12 @@ pub enum SandboxError {
     /// Project code raised, or a route file failed to import.
     #[error("{}: {}", .0.kind, .0.message)]
     Project(Box<ProjectError>),
-    /// The call ran past its time limit and was stopped.
-    #[error("the handler ran longer than the time limit of {0:?}")]
-    Timeout(Duration),
+    /// The call ran past its CPU or wall-clock limit and was stopped.
+    #[error("{0}")]
+    Timeout(Overrun),
+    /// The call's queue was full; it never ran.
+    #[error("{0}")]
+    Busy(Rejected),
     /// The guest trapped after the memory cap refused it more memory.
     #[error("the guest ran out of memory: {0}")]
     MemoryCap(String),
@@ -131,15 +144,37 @@ struct Inner {
     kv: Arc<KvStore>,
     /// The project's plugins; kept when the limits change.
     plugins: Plugins,
+    /// Where this project's requests wait for their turn; kept when the limits change.
+    queue: Queue,
 }
+
+/// The time limits of the server's own calls into the guest (inspecting a route file,
+/// evaluating `config.py`): generous and fixed, so that a project of any size loads whatever
+/// its request limits are.
+pub const TOOLING_TIME: TimeLimits = TimeLimits {
+    cpu: Duration::from_secs(10),
+    wall: Duration::from_secs(60),
+};
+
+/// Whose call it is: a request's, or the server's own.
+#[derive(Debug, Clone, Copy)]
+enum Purpose {
+    Request,
+    Tooling,
+}
+
+/// What a guest export's call returns, borrowing the call's store.
+type ExportFuture<'a, T> =
+    Pin<Box<dyn Future<Output = wasmtime::Result<Result<T, ProjectError>>> + Send + 'a>>;
 
 impl Sandbox {
     /// Link the guest for the project whose route files live in `routes_dir` (`None`: a
-    /// baked guest that needs no files).
+    /// baked guest that needs no files). Its requests wait for their turn in `queue`.
     pub fn new(
         engine: engine::SandboxEngine,
         routes_dir: Option<&Path>,
         limits: Limits,
+        queue: Queue,
     ) -> Result<Self, SandboxError> {
         Self::with_store(
             engine,
@@ -147,6 +182,7 @@ impl Sandbox {
             limits,
             Arc::default(),
             Plugins::default(),
+            queue,
         )
     }
 
@@ -156,6 +192,7 @@ impl Sandbox {
         limits: Limits,
         kv: Arc<KvStore>,
         plugins: Plugins,
+        queue: Queue,
     ) -> Result<Self, SandboxError> {
         let pre = engine
             .instance_pre::<CallState>(link)
@@ -169,6 +206,7 @@ impl Sandbox {
                 limits,
                 kv,
                 plugins,
+                queue,
             }),
         })
     }
@@ -181,6 +219,7 @@ impl Sandbox {
             limits,
             self.inner.kv.clone(),
             self.inner.plugins.clone(),
+            self.inner.queue.clone(),
         )
     }
 
@@ -192,6 +231,7 @@ impl Sandbox {
             self.inner.limits.clone(),
             self.inner.kv.clone(),
             plugins,
+            self.inner.queue.clone(),
         )
     }
 
@@ -208,6 +248,11 @@ impl Sandbox {
     /// The limits every call runs under.
     pub fn limits(&self) -> &Limits {
         &self.inner.limits
+    }
+
+    /// The queue this project's requests wait in.
+    pub fn queue(&self) -> &Queue {
+        &self.inner.queue
     }
 
     /// Serve one request: middleware (if any) around `target`. `root_files` are the sources of
@@ -227,12 +272,15 @@ impl Sandbox {
             Target::Page(page) => format!("{} {} {}", request.method, request.path, page.file),
             Target::Host => format!("{} {} middleware.py", request.method, request.path),
         };
-        self.call(&label, async move |router, store| {
-            store.data_mut().upstream = upstream;
-            router
-                .filerouter_sandbox_guest()
-                .call_handle(store, &request, &target, root_files)
-                .await
+        let root_files = root_files.to_vec();
+        self.call(Purpose::Request, label, move |router, store| {
+            Box::pin(async move {
+                store.data_mut().upstream = upstream;
+                router
+                    .filerouter_sandbox_guest()
+                    .call_handle(store, &request, &target, &root_files)
+                    .await
+            })
         })
         .await
     }
@@ -241,11 +289,13 @@ impl Sandbox {
     pub async fn inspect_route(&self, file: &str) -> Result<Vec<HandlerInfo>, SandboxError> {
         let label = format!("inspecting routes/{file}");
         let file = file.to_string();
-        self.call(&label, async move |router, store| {
-            router
-                .filerouter_sandbox_guest()
-                .call_inspect_route(store, &file)
-                .await
+        self.call(Purpose::Tooling, label, move |router, store| {
+            Box::pin(async move {
+                router
+                    .filerouter_sandbox_guest()
+                    .call_inspect_route(store, &file)
+                    .await
+            })
         })
         .await
     }
@@ -253,29 +303,86 @@ impl Sandbox {
     /// Evaluate `config.py`'s source in the guest; the settings come back as JSON text.
     pub async fn load_config(&self, source: &str) -> Result<String, SandboxError> {
         let source = source.to_string();
-        self.call("config.py", async move |router, store| {
-            router
-                .filerouter_sandbox_guest()
-                .call_load_config(store, &source)
-                .await
-        })
+        self.call(
+            Purpose::Tooling,
+            "config.py".into(),
+            move |router, store| {
+                Box::pin(async move {
+                    router
+                        .filerouter_sandbox_guest()
+                        .call_load_config(store, &source)
+                        .await
+                })
+            },
+        )
         .await
     }
 
-    /// Make a fresh store and instance, run `f` in it under the limits, and map the outcome.
-    /// What the guest prints is logged afterwards under `label` (see [`output`]).
-    async fn call<T, F>(&self, label: &str, f: F) -> Result<T, SandboxError>
+    /// Wait for a turn in the queue `purpose` calls for, then make a fresh store and instance
+    /// on a guest thread, run `export` in it under the limits, and map the outcome. What the
+    /// guest prints is logged afterwards under `label` (see [`output`]).
+    async fn call<T, F>(
+        &self,
+        purpose: Purpose,
+        label: String,
+        export: F,
+    ) -> Result<T, SandboxError>
     where
-        F: AsyncFnOnce(
-            bindings::Router,
-            &mut Store<CallState>,
-        ) -> wasmtime::Result<Result<T, ProjectError>>,
+        T: Send + 'static,
+        F: for<'a> FnOnce(bindings::Router, &'a mut Store<CallState>) -> ExportFuture<'a, T>
+            + Send
+            + 'static,
     {
-        let inner = &self.inner;
-        let limits = &inner.limits;
-        let _slot = inner.engine.slot().await;
+        let (queue, time) = match purpose {
+            Purpose::Request => (self.inner.queue.clone(), self.inner.limits.time()),
+            Purpose::Tooling => (self.inner.queue.scheduler().tooling(), TOOLING_TIME),
+        };
+        let turn = queue.turn().await.map_err(SandboxError::Busy)?;
+        let inner = self.inner.clone();
+        match turn
+            .run(time, move |budget| {
+                inner.instantiate_and_call(budget, label, export)
+            })
+            .await
+        {
+            Ok(result) => result,
+            // A guest blocked in a host call (a long `time.sleep`) never reaches an epoch
+            // check: the scheduler's wall-clock watch drops the whole call, instance and all.
+            Err(Stopped::Overrun(overrun)) => Err(SandboxError::Timeout(overrun)),
+            Err(Stopped::Lost) => Err(SandboxError::Trap(
+                "the call was lost (the server is stopping)".into(),
+            )),
+        }
+    }
+}
+
+/// Logs what the guest printed when the call ends.
+struct EmitOnDrop {
+    output: output::GuestOutput,
+    label: String,
+}
+
+impl Drop for EmitOnDrop {
+    fn drop(&mut self) {
+        self.output.emit(&self.label);
+    }
+}
+
+impl Inner {
+    /// On a guest thread: a fresh store and instance, `export` called in it.
+    async fn instantiate_and_call<T, F>(
+        self: Arc<Self>,
+        budget: Budget,
+        label: String,
+        export: F,
+    ) -> Result<T, SandboxError>
+    where
+        F: for<'a> FnOnce(bindings::Router, &'a mut Store<CallState>) -> ExportFuture<'a, T>,
+    {
+        let limits = &self.limits;
+        let _slot = self.engine.slot().await;
         let mut wasi = WasiCtxBuilder::new();
-        if let Some(dir) = &inner.routes_dir {
+        if let Some(dir) = &self.routes_dir {
             wasi.preopened_dir(dir, "/routes", FsPerms::ReadOnly)
                 .map_err(|e| SandboxError::Setup(format!("open {}: {e}", dir.display())))?;
             // The project's own packages (`filerouter packages install`), read-only.
@@ -288,51 +395,53 @@ impl Sandbox {
         }
         let output = output::GuestOutput::default();
         wasi.stdout(output.clone()).stderr(output.clone());
-        let deadline = Instant::now() + limits.timeout;
-        let mut state = CallState::new(wasi.build(), limits.memory_bytes, inner.kv.clone());
+        // Printed when the call ends, however it ends (a call past its wall-clock limit is
+        // dropped where it waits).
+        let _emit = EmitOnDrop {
+            output: output.clone(),
+            label,
+        };
+        // Plugins run in stores of their own, stopped at the wall-clock limit; their CPU is
+        // counted in this call's (they run in its polls).
+        let deadline = Instant::now() + limits.wall;
+        let mut state = CallState::new(wasi.build(), limits.memory_bytes, self.kv.clone());
         state.plugins = crate::plugins::Session::new(
-            inner.plugins.clone(),
+            self.plugins.clone(),
             state.limits.share(),
             deadline,
-            inner.kv.clone(),
+            self.kv.clone(),
         )
         .with_output(output.clone());
-        let mut store = Store::new(inner.engine.engine(), state);
+        let mut store = Store::new(self.engine.engine(), state);
         store.limiter(|state| &mut state.limits);
 
-        // CPU-bound guests are stopped by the epoch: every tick they yield to the executor,
-        // and once the deadline has passed they trap.
+        // At every epoch tick the scheduler's budget decides: go on, let a poorer tenant's
+        // call have the thread for a while, or stop past the CPU (or wall) limit.
         store.set_epoch_deadline(1);
+        let ticks = budget.clone();
         store.epoch_deadline_callback(move |_| {
-            if Instant::now() >= deadline {
-                Ok(UpdateDeadline::Interrupt)
-            } else {
-                Ok(UpdateDeadline::Yield(1))
-            }
+            Ok(match ticks.tick() {
+                Verdict::Continue => UpdateDeadline::Continue(1),
+                Verdict::Yield => UpdateDeadline::Yield(1),
+                Verdict::Stop => UpdateDeadline::Interrupt,
+            })
         });
 
-        let run = async {
-            let router = inner
-                .pre
+        let router =
+            self.pre
                 .instantiate_async(&mut store)
                 .await
-                .map_err(|e| SandboxError::Instantiate(format!("{e:#}")))?;
-            match f(router, &mut store).await {
-                Ok(Ok(value)) => Ok(value),
-                Ok(Err(error)) => Err(SandboxError::Project(Box::new(error))),
-                Err(trap) => {
-                    let refused = store.data().limits.refused();
-                    Err(guest::classify_trap(trap, limits, refused))
-                }
+                .map_err(|e| match budget.overrun() {
+                    Some(overrun) => SandboxError::Timeout(overrun),
+                    None => SandboxError::Instantiate(format!("{e:#}")),
+                })?;
+        match export(router, &mut store).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => Err(SandboxError::Project(Box::new(error))),
+            Err(trap) => {
+                let refused = store.data().limits.refused();
+                Err(guest::classify_trap(trap, limits, &budget, refused))
             }
-        };
-        // A guest blocked in a host call (a long `time.sleep`) never reaches an epoch check:
-        // the wall-clock timeout drops the whole call, instance and all.
-        let result = match tokio::time::timeout(limits.timeout, run).await {
-            Ok(result) => result,
-            Err(_) => Err(SandboxError::Timeout(limits.timeout)),
-        };
-        output.emit(label);
-        result
+        }
     }
 }

@@ -8,8 +8,8 @@ version = "0.1.0"
 debug = True
 docs_enabled = True
 
-server = {"host": "127.0.0.1", "port": 8000, "workers": 16}
+server = {"host": "127.0.0.1", "port": 8000, "queue": 256}  # "workers": 2 per core
 logging = {"level": "info", "production_level": "warning"}
 build = {"cache_dir": ".cache", "compression_level": 6}
-sandbox = {"memory_mb": 256, "timeout_s": 30, "max_body_bytes": 10 * 1024 * 1024}
+sandbox = {"memory_mb": 256, "cpu_ms": 30000, "wall_s": 30, "max_body_bytes": 10 * 1024 * 1024}
 commands = {}

@@ -1,0 +1,283 @@
+//! What one guest call may spend, and what it has spent: CPU time and wall-clock time.
+//!
+//! A [`Meter`] belongs to one call. The guest threads ([`super::threads`]) read the calling
+//! thread's CPU clock (`CLOCK_THREAD_CPUTIME_ID`) before and after every poll of the call's
+//! future, so the CPU it counts is the time this call's code (guest and host side) actually
+//! ran, never the time it waited. The wall clock it counts leaves out the time the call was
+//! ready to run but waiting for a guest thread, so a busy server never makes a call look
+//! slow. [`Budget`] is the view the sandbox's epoch callback checks every tick.
+//!
+//! Not here: who runs when (the [`super::Scheduler`]), or what a guest is (the sandbox).
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU8, AtomicU64, Ordering::Relaxed},
+    },
+    time::{Duration, Instant},
+};
+
+use super::QueueShared;
+
+/// The time a call may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeLimits {
+    /// CPU time the call's code may use (`cpu_ms`).
+    pub cpu: Duration,
+    /// Wall-clock time while it runs or waits on the host (`wall_s`), for guests blocked in
+    /// host calls such as `time.sleep`. Time spent queued or waiting for a thread is not counted.
+    pub wall: Duration,
+}
+
+/// Which limit stopped a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    Cpu,
+    Wall,
+}
+
+/// A call that went past one of its [`TimeLimits`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overrun {
+    pub limit: Limit,
+    /// The limit that was passed.
+    pub allowed: Duration,
+    /// What the call had used when it was stopped (CPU or counted wall time).
+    pub used: Duration,
+}
+
+impl std::fmt::Display for Overrun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.limit {
+            Limit::Cpu => write!(
+                f,
+                "the handler used {:.2}s of CPU time, over its limit of {:.2}s",
+                self.used.as_secs_f64(),
+                self.allowed.as_secs_f64()
+            ),
+            Limit::Wall => write!(
+                f,
+                "the handler ran or waited on the host for {:.2}s, over its wall-clock limit of {:.2}s",
+                self.used.as_secs_f64(),
+                self.allowed.as_secs_f64()
+            ),
+        }
+    }
+}
+
+/// What the guest should do at an epoch tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Keep running.
+    Continue,
+    /// Let a guest of a tenant that used less CPU run first, then continue.
+    Yield,
+    /// Stop: a limit was passed ([`Budget::overrun`] says which).
+    Stop,
+}
+
+const NOT_READY: u64 = u64::MAX;
+
+/// The CPU time this thread has used, in nanoseconds.
+pub(crate) fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write to; CLOCK_THREAD_CPUTIME_ID exists on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}
+
+/// What one call has spent so far. Only the thread that polls the call writes the CPU
+/// fields, and only while it polls.
+pub(crate) struct Meter {
+    started: Instant,
+    limits: TimeLimits,
+    queue: Arc<QueueShared>,
+    /// CPU of finished polls.
+    cpu_done: AtomicU64,
+    /// The thread's CPU clock when the current poll began.
+    poll_start: AtomicU64,
+    /// CPU already added to the queue's account.
+    charged: AtomicU64,
+    /// Time spent ready to run but waiting for a thread (finished waits).
+    waited: AtomicU64,
+    /// When the current wait for a thread began (ns since `started`), or `NOT_READY`.
+    ready_at: AtomicU64,
+    /// 0: within limits; 1: CPU passed; 2: wall passed.
+    tripped: AtomicU8,
+    /// What had been used of the limit that was passed, in nanoseconds.
+    used_at_trip: AtomicU64,
+}
+
+impl Meter {
+    pub(crate) fn new(limits: TimeLimits, queue: Arc<QueueShared>) -> Meter {
+        Meter {
+            started: Instant::now(),
+            limits,
+            queue,
+            cpu_done: AtomicU64::new(0),
+            poll_start: AtomicU64::new(0),
+            charged: AtomicU64::new(0),
+            waited: AtomicU64::new(0),
+            ready_at: AtomicU64::new(NOT_READY),
+            tripped: AtomicU8::new(0),
+            used_at_trip: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn queue(&self) -> &Arc<QueueShared> {
+        &self.queue
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.started.elapsed().as_nanos() as u64
+    }
+
+    /// The call is ready to run and waits for a thread.
+    pub(crate) fn mark_ready(&self) {
+        let now = self.now_ns();
+        let _ = self
+            .ready_at
+            .compare_exchange(NOT_READY, now, Relaxed, Relaxed);
+    }
+
+    /// A guest thread starts polling the call.
+    pub(crate) fn poll_started(&self) {
+        let ready_at = self.ready_at.swap(NOT_READY, Relaxed);
+        if ready_at != NOT_READY {
+            self.waited
+                .fetch_add(self.now_ns().saturating_sub(ready_at), Relaxed);
+        }
+        self.poll_start.store(thread_cpu_ns(), Relaxed);
+    }
+
+    /// The poll that [`Meter::poll_started`] began has returned, on the same thread.
+    pub(crate) fn poll_ended(&self) {
+        let used = thread_cpu_ns().saturating_sub(self.poll_start.load(Relaxed));
+        self.cpu_done.fetch_add(used, Relaxed);
+        self.charge(self.cpu_done.load(Relaxed));
+    }
+
+    /// CPU used so far; exact on the polling thread during a poll.
+    fn cpu_in_poll(&self) -> u64 {
+        self.cpu_done.load(Relaxed) + thread_cpu_ns().saturating_sub(self.poll_start.load(Relaxed))
+    }
+
+    /// Add the CPU not yet charged to the queue's account.
+    fn charge(&self, total: u64) {
+        let before = self.charged.fetch_max(total, Relaxed);
+        if total > before {
+            self.queue.charge(total - before);
+        }
+    }
+
+    /// Wall-clock time counted against the limit: everything since the call started except
+    /// the time it was ready and waited for a thread.
+    pub(crate) fn wall(&self) -> Duration {
+        let now = self.now_ns();
+        let mut waited = self.waited.load(Relaxed);
+        let ready_at = self.ready_at.load(Relaxed);
+        if ready_at != NOT_READY {
+            waited += now.saturating_sub(ready_at);
+        }
+        Duration::from_nanos(now.saturating_sub(waited))
+    }
+
+    /// Record that `limit` was passed after `used` of it (the first one recorded stays).
+    pub(crate) fn trip(&self, limit: Limit, used: Duration) {
+        let code = match limit {
+            Limit::Cpu => 1,
+            Limit::Wall => 2,
+        };
+        if self
+            .tripped
+            .compare_exchange(0, code, Relaxed, Relaxed)
+            .is_ok()
+        {
+            self.used_at_trip.store(used.as_nanos() as u64, Relaxed);
+        }
+    }
+
+    pub(crate) fn overrun(&self) -> Option<Overrun> {
+        let used = Duration::from_nanos(self.used_at_trip.load(Relaxed));
+        match self.tripped.load(Relaxed) {
+            1 => Some(Overrun {
+                limit: Limit::Cpu,
+                allowed: self.limits.cpu,
+                used,
+            }),
+            2 => Some(Overrun {
+                limit: Limit::Wall,
+                allowed: self.limits.wall,
+                used,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The wall-clock time left before the limit.
+    pub(crate) fn wall_left(&self) -> Duration {
+        self.limits.wall.saturating_sub(self.wall())
+    }
+}
+
+/// The limits of one running call, as its guest checks them at every epoch tick.
+#[derive(Clone)]
+pub struct Budget {
+    pub(crate) meter: Arc<Meter>,
+    pub(crate) threads: Arc<super::threads::Threads>,
+}
+
+impl Budget {
+    /// Call at every epoch tick, on the thread running the guest: stop past a limit, yield
+    /// when a guest of a tenant that used less CPU is waiting for a thread, else continue.
+    pub fn tick(&self) -> Verdict {
+        let meter = &self.meter;
+        let cpu = meter.cpu_in_poll();
+        meter.charge(cpu);
+        if cpu >= meter.limits.cpu.as_nanos() as u64 {
+            meter.trip(Limit::Cpu, Duration::from_nanos(cpu));
+            return Verdict::Stop;
+        }
+        let wall = meter.wall();
+        if wall >= meter.limits.wall {
+            meter.trip(Limit::Wall, wall);
+            return Verdict::Stop;
+        }
+        if self.threads.someone_poorer_waits(&meter.queue) {
+            return Verdict::Yield;
+        }
+        Verdict::Continue
+    }
+
+    /// Which limit stopped the call, once [`Budget::tick`] said [`Verdict::Stop`].
+    pub fn overrun(&self) -> Option<Overrun> {
+        self.meter.overrun()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cpu_clock_counts_work_not_sleep() {
+        let start = thread_cpu_ns();
+        std::thread::sleep(Duration::from_millis(50));
+        let slept = thread_cpu_ns() - start;
+        let start = thread_cpu_ns();
+        let mut x = 0u64;
+        while thread_cpu_ns() - start < 30_000_000 {
+            x = x.wrapping_add(1);
+        }
+        assert!(x > 0);
+        assert!(slept < 30_000_000, "sleeping used {slept} ns of CPU");
+    }
+}

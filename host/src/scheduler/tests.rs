@@ -1,0 +1,207 @@
+//! Admission, fairness and limits, without a guest: the futures stand in for guest calls.
+
+use std::time::{Duration, Instant};
+
+use super::*;
+
+const TWO: QueueConfig = QueueConfig {
+    concurrency: 2,
+    capacity: 2,
+};
+
+fn now_or_never<F: std::future::Future>(future: F) -> Option<F::Output> {
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    let mut future = std::pin::pin!(future);
+    match future.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(v) => Some(v),
+        std::task::Poll::Pending => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_full_queue_rejects_and_a_freed_turn_goes_to_the_first_waiter() {
+    let scheduler = Scheduler::new(8);
+    let queue = scheduler.queue("a", TWO);
+    let first = queue.turn().await.unwrap();
+    let second = queue.turn().await.unwrap();
+    // Two run (the cap), two may wait, the fifth is turned away.
+    let mut third = Box::pin(queue.turn());
+    let mut fourth = Box::pin(queue.turn());
+    assert!(now_or_never(&mut third).is_none());
+    assert!(now_or_never(&mut fourth).is_none());
+    let rejected = queue.turn().await.err().unwrap();
+    assert!(rejected.retry_after >= Duration::from_secs(1));
+    let stats = queue.stats();
+    assert_eq!((stats.running, stats.queued, stats.rejected), (2, 2, 1));
+    drop(first);
+    let third = third.await.unwrap();
+    assert!(
+        now_or_never(&mut fourth).is_none(),
+        "FIFO: the fourth waits"
+    );
+    drop(second);
+    let fourth = fourth.await.unwrap();
+    drop((third, fourth));
+    let stats = queue.stats();
+    assert_eq!((stats.running, stats.queued, stats.admitted), (0, 0, 4));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn workers_bound_all_queues_together_and_a_waiter_that_leaves_frees_its_place() {
+    let scheduler = Scheduler::new(1);
+    let a = scheduler.queue("a", TWO);
+    let b = scheduler.queue("b", TWO);
+    let running = a.turn().await.unwrap();
+    {
+        let mut leaving = Box::pin(b.turn());
+        assert!(now_or_never(&mut leaving).is_none());
+        assert_eq!(b.stats().queued, 1);
+    }
+    assert_eq!(b.stats().queued, 0);
+    let mut waiting = Box::pin(b.turn());
+    assert!(now_or_never(&mut waiting).is_none());
+    drop(running);
+    let turn = waiting.await.unwrap();
+    assert_eq!(scheduler.running(), 1);
+    drop(turn);
+    assert_eq!(scheduler.running(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_queue_that_used_less_cpu_goes_first() {
+    let scheduler = Scheduler::new(1);
+    let heavy = scheduler.queue("heavy", TWO);
+    let light = scheduler.queue("light", TWO);
+    let running = heavy.turn().await.unwrap();
+    // Both wait, heavy first; then the heavy queue's running call uses a second of CPU.
+    let mut heavy_next = Box::pin(heavy.turn());
+    assert!(now_or_never(&mut heavy_next).is_none());
+    let mut light_next = Box::pin(light.turn());
+    assert!(now_or_never(&mut light_next).is_none());
+    heavy.handle.shared.charge(1_000_000_000);
+    drop(running);
+    let turn = light_next.await.unwrap();
+    assert!(now_or_never(&mut heavy_next).is_none());
+    drop(turn);
+    heavy_next.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_idle_queue_banks_no_credit() {
+    let scheduler = Scheduler::new(4);
+    let busy = scheduler.queue("busy", TWO);
+    let idle = scheduler.queue("idle", TWO);
+    let _running = busy.turn().await.unwrap();
+    busy.handle.shared.charge(5_000_000_000);
+    let _turn = idle.turn().await.unwrap();
+    assert_eq!(idle.handle.shared.vtime(), busy.handle.shared.vtime());
+}
+
+async fn eventually(mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    check()
+}
+
+fn spin(cpu: Duration) {
+    let start = budget::thread_cpu_ns();
+    while budget::thread_cpu_ns() - start < cpu.as_nanos() as u64 {
+        std::hint::black_box(0u64);
+    }
+}
+
+const LIMITS: TimeLimits = TimeLimits {
+    cpu: Duration::from_millis(200),
+    wall: Duration::from_secs(30),
+};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_is_charged_the_cpu_it_used() {
+    let scheduler = Scheduler::new(2);
+    let queue = scheduler.queue("a", TWO);
+    let turn = queue.turn().await.unwrap();
+    let answer = turn
+        .run(LIMITS, |budget| async move {
+            spin(Duration::from_millis(30));
+            budget.tick()
+        })
+        .await;
+    assert_eq!(answer, Ok(Verdict::Continue));
+    assert!(queue.stats().cpu >= Duration::from_millis(30));
+    assert!(eventually(|| queue.stats().running == 0).await);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn past_the_cpu_limit_the_budget_says_stop() {
+    let scheduler = Scheduler::new(2);
+    let queue = scheduler.queue("a", TWO);
+    let turn = queue.turn().await.unwrap();
+    let (verdict, overrun) = turn
+        .run(LIMITS, |budget| async move {
+            loop {
+                spin(Duration::from_millis(10));
+                let verdict = budget.tick();
+                if verdict == Verdict::Stop {
+                    return (verdict, budget.overrun());
+                }
+            }
+        })
+        .await
+        .unwrap();
+    assert_eq!(verdict, Verdict::Stop);
+    let overrun = overrun.unwrap();
+    assert_eq!(overrun.limit, Limit::Cpu);
+    assert!(overrun.used >= LIMITS.cpu);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_blocked_past_the_wall_limit_is_dropped_and_its_turn_given_back() {
+    let scheduler = Scheduler::new(1);
+    let queue = scheduler.queue("a", TWO);
+    let turn = queue.turn().await.unwrap();
+    let limits = TimeLimits {
+        cpu: Duration::from_secs(10),
+        wall: Duration::from_millis(200),
+    };
+    let started = Instant::now();
+    let answer = turn
+        .run(limits, |_| async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+        })
+        .await;
+    assert!(started.elapsed() < Duration::from_secs(30));
+    match answer {
+        Err(Stopped::Overrun(overrun)) => assert_eq!(overrun.limit, Limit::Wall),
+        other => panic!("{other:?}"),
+    }
+    assert!(eventually(|| scheduler.running() == 0).await);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn time_spent_waiting_for_a_thread_is_not_counted() {
+    // Twelve calls per thread of 50 ms CPU each: the last waits about 600 ms for a thread,
+    // more than the wall limit, and is not stopped for it.
+    let calls_count = cores() * 12;
+    let scheduler = Scheduler::new(calls_count);
+    let queue = scheduler.queue("a", QueueConfig::UNBOUNDED);
+    let limits = TimeLimits {
+        cpu: Duration::from_secs(5),
+        wall: Duration::from_millis(500),
+    };
+    let mut calls = Vec::new();
+    for _ in 0..calls_count {
+        let turn = queue.turn().await.unwrap();
+        calls.push(tokio::spawn(turn.run(limits, |_| async {
+            spin(Duration::from_millis(50));
+        })));
+    }
+    for call in calls {
+        assert_eq!(call.await.unwrap(), Ok(()));
+    }
+}
