@@ -266,11 +266,11 @@ fn scheduling_settings_are_checked_with_the_line() {
     for (config, message) in [
         (
             "sandbox = {'cpu_ms': 0}",
-            "'sandbox['cpu_ms']' must be from 1 to 86400000",
+            "'sandbox['cpu_ms']' must be from 1 and at most 86400000",
         ),
         (
             "sandbox = {'wall_s': -1}",
-            "'sandbox['wall_s']' must be a positive number",
+            "'sandbox['wall_s']' must be more than 0 and at most 86400",
         ),
         (
             "sandbox = {'cpu_ms': 1.5}",
@@ -278,11 +278,11 @@ fn scheduling_settings_are_checked_with_the_line() {
         ),
         (
             "server = {'queue': -1}",
-            "'server['queue']' must be from 0 to 1000000",
+            "'server['queue']' must be from 0 and at most 1000000",
         ),
         (
             "server = {'workers': 0}",
-            "'server['workers']' must be from 1 to 4096",
+            "'server['workers']' must be from 1 and at most 4096",
         ),
     ] {
         let project = Project::new(&[

@@ -3,16 +3,21 @@
 //! A [`Meter`] belongs to one call. The guest threads ([`super::threads`]) read the calling
 //! thread's CPU clock (`CLOCK_THREAD_CPUTIME_ID`) before and after every poll of the call's
 //! future, so the CPU it counts is the time this call's code (guest and host side) actually
-//! ran, never the time it waited. The wall clock it counts leaves out the time the call was
-//! ready to run but waiting for a guest thread, so a busy server never makes a call look
-//! slow. [`Budget`] is the view the sandbox's epoch callback checks every tick.
+//! ran, never the time it waited. The wall-clock time it counts is the call's own: its CPU
+//! time plus the time it was blocked in host calls (a timer, say), that is everything
+//! since it started except the time it was ready to run but waited, for a guest thread or
+//! for the machine's CPU. So a busy server never makes a call look slow. [`Budget`] is the
+//! view the sandbox's epoch callback checks every tick.
 //!
 //! Not here: who runs when (the [`super::Scheduler`]), or what a guest is (the sandbox).
 
 use std::{
     sync::{
         Arc,
-        atomic::{AtomicU8, AtomicU64, Ordering::Relaxed},
+        atomic::{
+            AtomicU8, AtomicU64,
+            Ordering::{Relaxed, SeqCst},
+        },
     },
     time::{Duration, Instant},
 };
@@ -24,8 +29,9 @@ use super::QueueShared;
 pub struct TimeLimits {
     /// CPU time the call's code may use (`cpu_ms`).
     pub cpu: Duration,
-    /// Wall-clock time while it runs or waits on the host (`wall_s`), for guests blocked in
-    /// host calls such as `time.sleep`. Time spent queued or waiting for a thread is not counted.
+    /// The call's own wall-clock time (`wall_s`): its CPU time plus the time it is blocked in
+    /// host calls such as `time.sleep`. Time spent queued, or ready but waiting for a thread
+    /// or for the CPU, is not counted.
     pub wall: Duration,
 }
 
@@ -57,7 +63,7 @@ impl std::fmt::Display for Overrun {
             ),
             Limit::Wall => write!(
                 f,
-                "the handler ran or waited on the host for {:.2}s, over its wall-clock limit of {:.2}s",
+                "the handler ran and waited on the host for {:.2}s, over its wall-clock limit of {:.2}s",
                 self.used.as_secs_f64(),
                 self.allowed.as_secs_f64()
             ),
@@ -104,6 +110,10 @@ pub(crate) struct Meter {
     cpu_done: AtomicU64,
     /// The thread's CPU clock when the current poll began.
     poll_start: AtomicU64,
+    /// When the current poll began (ns since `started`), or `NOT_READY` between polls.
+    poll_start_wall: AtomicU64,
+    /// Wall-clock time of finished polls.
+    polled_wall: AtomicU64,
     /// CPU already added to the queue's account.
     charged: AtomicU64,
     /// Time spent ready to run but waiting for a thread (finished waits).
@@ -124,6 +134,8 @@ impl Meter {
             queue,
             cpu_done: AtomicU64::new(0),
             poll_start: AtomicU64::new(0),
+            poll_start_wall: AtomicU64::new(NOT_READY),
+            polled_wall: AtomicU64::new(0),
             charged: AtomicU64::new(0),
             waited: AtomicU64::new(0),
             ready_at: AtomicU64::new(NOT_READY),
@@ -145,16 +157,20 @@ impl Meter {
         let now = self.now_ns();
         let _ = self
             .ready_at
-            .compare_exchange(NOT_READY, now, Relaxed, Relaxed);
+            .compare_exchange(NOT_READY, now, SeqCst, SeqCst);
     }
 
     /// A guest thread starts polling the call.
     pub(crate) fn poll_started(&self) {
-        let ready_at = self.ready_at.swap(NOT_READY, Relaxed);
+        // Totals first, then the markers: a reader on another thread may count a moment
+        // twice as not blocked (and stop a call a little later), never not at all.
+        let now = self.now_ns();
+        let ready_at = self.ready_at.load(SeqCst);
         if ready_at != NOT_READY {
-            self.waited
-                .fetch_add(self.now_ns().saturating_sub(ready_at), Relaxed);
+            self.waited.fetch_add(now.saturating_sub(ready_at), SeqCst);
         }
+        self.poll_start_wall.store(now, SeqCst);
+        self.ready_at.store(NOT_READY, SeqCst);
         self.poll_start.store(thread_cpu_ns(), Relaxed);
     }
 
@@ -162,6 +178,12 @@ impl Meter {
     pub(crate) fn poll_ended(&self) {
         let used = thread_cpu_ns().saturating_sub(self.poll_start.load(Relaxed));
         self.cpu_done.fetch_add(used, Relaxed);
+        let began = self.poll_start_wall.load(SeqCst);
+        if began != NOT_READY {
+            self.polled_wall
+                .fetch_add(self.now_ns().saturating_sub(began), SeqCst);
+        }
+        self.poll_start_wall.store(NOT_READY, SeqCst);
         self.charge(self.cpu_done.load(Relaxed));
     }
 
@@ -178,16 +200,27 @@ impl Meter {
         }
     }
 
-    /// Wall-clock time counted against the limit: everything since the call started except
-    /// the time it was ready and waited for a thread.
-    pub(crate) fn wall(&self) -> Duration {
+    /// Wall-clock time counted against the limit, given the call's CPU time so far: the CPU
+    /// plus the time spent blocked in host calls (neither polled nor waiting for a thread).
+    fn wall_with(&self, cpu: u64) -> Duration {
+        // The markers first, then the totals (see `poll_started`).
+        let ready_at = self.ready_at.load(SeqCst);
+        let polling_since = self.poll_start_wall.load(SeqCst);
         let now = self.now_ns();
-        let mut waited = self.waited.load(Relaxed);
-        let ready_at = self.ready_at.load(Relaxed);
+        let mut not_blocked = self.waited.load(SeqCst) + self.polled_wall.load(SeqCst);
         if ready_at != NOT_READY {
-            waited += now.saturating_sub(ready_at);
+            not_blocked += now.saturating_sub(ready_at);
         }
-        Duration::from_nanos(now.saturating_sub(waited))
+        if polling_since != NOT_READY {
+            not_blocked += now.saturating_sub(polling_since);
+        }
+        Duration::from_nanos(now.saturating_sub(not_blocked).saturating_add(cpu))
+    }
+
+    /// [`Meter::wall_with`] the CPU of finished polls: what another thread can know. A poll
+    /// that is running is counted by its own epoch ticks.
+    pub(crate) fn wall(&self) -> Duration {
+        self.wall_with(self.cpu_done.load(Relaxed))
     }
 
     /// Record that `limit` was passed after `used` of it (the first one recorded stays).
@@ -246,7 +279,7 @@ impl Budget {
             meter.trip(Limit::Cpu, Duration::from_nanos(cpu));
             return Verdict::Stop;
         }
-        let wall = meter.wall();
+        let wall = meter.wall_with(cpu);
         if wall >= meter.limits.wall {
             meter.trip(Limit::Wall, wall);
             return Verdict::Stop;

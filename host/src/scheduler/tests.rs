@@ -185,23 +185,118 @@ async fn a_call_blocked_past_the_wall_limit_is_dropped_and_its_turn_given_back()
 
 #[tokio::test(flavor = "multi_thread")]
 async fn time_spent_waiting_for_a_thread_is_not_counted() {
-    // Twelve calls per thread of 50 ms CPU each: the last waits about 600 ms for a thread,
-    // more than the wall limit, and is not stopped for it.
+    // Twelve calls per guest thread, each holding its thread for 50 ms: the last waits about
+    // 550 ms for a thread, more than the wall limit, and is not stopped for it. (Blocking
+    // sleeps rather than CPU work, so that a loaded machine cannot stretch them much.)
     let calls_count = cores() * 12;
     let scheduler = Scheduler::new(calls_count);
     let queue = scheduler.queue("a", QueueConfig::UNBOUNDED);
     let limits = TimeLimits {
         cpu: Duration::from_secs(5),
-        wall: Duration::from_millis(500),
+        wall: Duration::from_millis(300),
     };
     let mut calls = Vec::new();
     for _ in 0..calls_count {
         let turn = queue.turn().await.unwrap();
         calls.push(tokio::spawn(turn.run(limits, |_| async {
-            spin(Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(50));
         })));
     }
     for call in calls {
         assert_eq!(call.await.unwrap(), Ok(()));
+    }
+}
+
+/// Gives up the thread once, as wasmtime does for `UpdateDeadline::Yield`.
+struct YieldOnce(bool);
+
+impl std::future::Future for YieldOnce {
+    type Output = ();
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.0 {
+            return std::task::Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    }
+}
+
+/// A stand-in for a CPU-bound guest: `cpu` of work in 5 ms slices, asking the budget at
+/// every slice as the epoch callback does.
+async fn guest(budget: Budget, cpu: Duration) -> Verdict {
+    let slices = cpu.as_millis() / 5;
+    for _ in 0..slices {
+        spin(Duration::from_millis(5));
+        match budget.tick() {
+            Verdict::Continue => {}
+            Verdict::Yield => YieldOnce(false).await,
+            Verdict::Stop => return Verdict::Stop,
+        }
+    }
+    Verdict::Continue
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_light_queue_preempts_a_heavy_one_that_fills_every_thread() {
+    let scheduler = Scheduler::new(64);
+    let heavy = scheduler.queue("heavy", QueueConfig::UNBOUNDED);
+    let light = scheduler.queue("light", QueueConfig::UNBOUNDED);
+    let limits = TimeLimits {
+        cpu: Duration::from_secs(30),
+        wall: Duration::from_secs(60),
+    };
+    // One long call per guest thread: every thread is busy for 600 ms of CPU.
+    let mut long = Vec::new();
+    for _ in 0..cores() {
+        let turn = heavy.turn().await.unwrap();
+        long.push(tokio::spawn(
+            turn.run(limits, |b| guest(b, Duration::from_millis(600))),
+        ));
+    }
+    assert!(eventually(|| heavy.stats().cpu >= Duration::from_millis(20)).await);
+    // A short call of another queue runs before any of the long ones ends.
+    let turn = light.turn().await.unwrap();
+    let short = turn
+        .run(limits, |b| guest(b, Duration::from_millis(20)))
+        .await;
+    assert_eq!(short, Ok(Verdict::Continue));
+    assert_eq!(heavy.stats().running, cores(), "a long call ended first");
+    for call in long {
+        assert_eq!(call.await.unwrap(), Ok(Verdict::Continue));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn calls_of_one_queue_run_to_completion_in_order() {
+    // Within a queue there is no preemption: with every thread busy, a later call of the
+    // same queue waits until an earlier one ends.
+    let scheduler = Scheduler::new(64);
+    let queue = scheduler.queue("one", QueueConfig::UNBOUNDED);
+    let limits = TimeLimits {
+        cpu: Duration::from_secs(30),
+        wall: Duration::from_secs(60),
+    };
+    let mut long = Vec::new();
+    for _ in 0..cores() {
+        let turn = queue.turn().await.unwrap();
+        long.push(tokio::spawn(
+            turn.run(limits, |b| guest(b, Duration::from_millis(300))),
+        ));
+    }
+    assert!(eventually(|| queue.stats().cpu >= Duration::from_millis(20)).await);
+    let turn = queue.turn().await.unwrap();
+    let short = turn
+        .run(limits, |b| guest(b, Duration::from_millis(20)))
+        .await;
+    assert_eq!(short, Ok(Verdict::Continue));
+    let finished = long.iter().filter(|c| c.is_finished()).count();
+    assert!(finished >= 1, "the short call overtook every long one");
+    for call in long {
+        assert_eq!(call.await.unwrap(), Ok(Verdict::Continue));
     }
 }
