@@ -29,10 +29,11 @@ pub fn classify_trap(
     }
     let reason = match error.downcast_ref::<wasmtime::Trap>() {
         Some(wasmtime::Trap::Interrupt) => {
+            // Not tripped by the budget: a plugin reached the wall-clock deadline of its store.
             return SandboxError::Timeout(budget.overrun().unwrap_or(Overrun {
-                limit: Limit::Cpu,
-                allowed: limits.cpu,
-                used: limits.cpu,
+                limit: Limit::Wall,
+                allowed: limits.wall,
+                used: limits.wall,
             }));
         }
         Some(trap) => trap.to_string(),
