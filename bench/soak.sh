@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
 DURATION="${DURATION:-600}"
-CAPACITY_S="${CAPACITY_S:-20}"
+CAPACITY_S="${CAPACITY_S:-30}"
 PORT="${PORT:-8790}"
 
 cargo build --release --quiet
