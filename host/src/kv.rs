@@ -125,6 +125,26 @@ impl KvStore {
         }
     }
 
+    /// A new store with this one's live entries and other `bounds` (a tenant reconfigured).
+    /// Entries past the new bounds stay until they are deleted or expire; new ones must fit.
+    pub fn with_bounds(&self, bounds: Bounds) -> std::sync::Arc<KvStore> {
+        let now = Instant::now();
+        let mut copy = Entries::default();
+        for (key, entry) in self.entries().map.iter().filter(|(_, e)| e.live(now)) {
+            copy.insert(
+                key,
+                Entry {
+                    value: entry.value.clone(),
+                    expires: entry.expires,
+                },
+            );
+        }
+        std::sync::Arc::new(KvStore {
+            bounds,
+            entries: Mutex::new(copy),
+        })
+    }
+
     fn entries(&self) -> std::sync::MutexGuard<'_, Entries> {
         // A panic while holding the lock cannot leave an entry half-written: recover the map.
         self.entries.lock().unwrap_or_else(|e| e.into_inner())

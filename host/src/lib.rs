@@ -2,7 +2,8 @@
 //! of the Python running in a WebAssembly sandbox.
 //!
 //! A request goes: [`server`] (socket, HTTP, connection bounds) → [`http_checks`] (RFC 9112
-//! refusals) → [`router`] (redirect, route lookup, method,
+//! refusals) → [`site`] (one project, or the [`tenants`] tenant its host names) → [`router`]
+//! (redirect, route lookup, method,
 //! docs, [`public`] static files, 404) → [`sandbox`] (a fresh guest instance runs
 //! `middleware.py` around the handler, after [`request_body`] read the body within its
 //! bounds) → back through [`router`]. [`regular_file`] reads every file a project holds
@@ -10,11 +11,13 @@
 //! `routes/` folder into a route table; [`project`] asks the guest what each route file
 //! defines; [`catalog`] describes the API for [`docs`]; [`kv`] is the state that outlives a
 //! request; [`plugins`] are the project's own WebAssembly components that route code calls;
-//! [`reload`] keeps it all current in `dev`; [`cli`] has one module per command.
+//! [`reload`] keeps it all current in `dev`; [`admin`] serves metrics of `run --tenants`;
+//! [`cli`] has one module per command.
 //!
 //! The binary (`main.rs`) is a thin entry point over [`cli`]; the library form exists so that
 //! the fuzz targets in `fuzz/` and the benchmarks can reach the parsers directly.
 
+pub mod admin;
 pub mod app;
 pub mod cache;
 pub mod catalog;
@@ -37,3 +40,5 @@ pub mod routes;
 pub mod sandbox;
 pub mod scheduler;
 pub mod server;
+pub mod site;
+pub mod tenants;

@@ -127,7 +127,7 @@ impl RootFiles {
 }
 
 /// A loaded project.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Project {
     pub routes: Vec<Route>,
     pub table: RouteTable,

@@ -1,4 +1,5 @@
-//! The HTTP server: accepts connections on a socket and hands each request to [`router`].
+//! The HTTP server: accepts connections on a socket and hands each request to the [`site`]
+//! (one project's [`router`], or the tenant its host names).
 //!
 //! HTTP/1.1 with keep-alive, via hyper. One access line per request is logged at `info`.
 //! On SIGINT or SIGTERM it stops accepting, lets the requests in flight finish (up to a
@@ -14,6 +15,7 @@
 //! [`router`]: crate::router
 //! [`request_body`]: crate::request_body
 //! [`http_checks`]: crate::http_checks
+//! [`site`]: crate::site
 
 use std::{
     convert::Infallible,
@@ -28,7 +30,7 @@ use hyper_util::{
 };
 use tokio::{net::TcpListener, sync::Semaphore};
 
-use crate::{app::App, config::ServerSettings, http_checks, request_body::BodyBudget, router};
+use crate::{config::ServerSettings, http_checks, request_body::BodyBudget, router, site::Site};
 
 /// How often a repeated condition (connection cap reached, accept failing) is logged.
 const LOG_EVERY: Duration = Duration::from_secs(10);
@@ -88,10 +90,10 @@ pub fn default_max_connections() -> usize {
         .clamp(16, 4096)
 }
 
-/// Serve `app` on `listener` until SIGINT or SIGTERM; then wait up to `drain` for the
+/// Serve `site` on `listener` until SIGINT or SIGTERM; then wait up to `drain` for the
 /// requests in flight.
-pub async fn serve(listener: TcpListener, app: App, drain: Duration) {
-    let limits = ServerLimits::from_settings(&app.current().settings.server);
+pub async fn serve(listener: TcpListener, site: Site, drain: Duration) {
+    let limits = ServerLimits::from_settings(&site.server_settings());
     let connections = Arc::new(Semaphore::new(limits.max_connections));
     let budget = BodyBudget::new(limits.max_buffered_body_bytes);
     let mut builder = http1::Builder::new();
@@ -141,11 +143,11 @@ pub async fn serve(listener: TcpListener, app: App, drain: Duration) {
             () = &mut stop => break,
         };
         let _ = stream.set_nodelay(true);
-        let app = app.clone();
+        let site = site.clone();
         let budget = budget.clone();
         let body_timeout = limits.body_timeout;
         let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-            let app = app.clone();
+            let site = site.clone();
             let budget = budget.clone();
             async move {
                 let started = Instant::now();
@@ -156,7 +158,7 @@ pub async fn serve(listener: TcpListener, app: App, drain: Duration) {
                         refusal.status,
                         serde_json::json!({ "detail": refusal.detail }).to_string(),
                     ),
-                    None => router::respond(&app, request, peer, &budget, body_timeout).await,
+                    None => site.respond(request, peer, &budget, body_timeout).await,
                 };
                 tracing::info!(
                     target: "access",

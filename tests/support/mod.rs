@@ -340,3 +340,31 @@ pub fn json(response: Response) -> serde_json::Value {
     let text = response.text().expect("body");
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }
+
+impl Server {
+    /// `filerouter ARGS --port 0`, waiting up to `wait` for the banner.
+    pub fn start(args: &[&str], env: &[(&str, &str)], wait: Duration) -> Server {
+        let mut command = Command::new(binary());
+        command
+            .args(args)
+            .args(["--port", "0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .env_remove("RUST_LOG")
+            .env_remove("FILEROUTER_CACHE_KEY");
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut child = command.spawn().expect("start filerouter");
+        let output = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::channel();
+        pump(child.stdout.take().unwrap(), output.clone(), Some(tx));
+        pump(child.stderr.take().unwrap(), output.clone(), None);
+        let base = wait_for_banner(&rx, &mut child, &output, wait);
+        Server {
+            child,
+            base,
+            output,
+        }
+    }
+}

@@ -128,18 +128,30 @@ pub struct Contents {
     pub plugins: Vec<u8>,
 }
 
-/// A cache read back: the manifest, the metadata and native code; the component is kept
-/// compressed and only decompressed if the native code does not fit this machine.
+/// A cache read back: the manifest and the metadata; the native code and the component are kept
+/// compressed until asked for (the native code once, to a file; the component only if the
+/// native code does not fit this machine).
 pub struct Opened {
     pub manifest: Manifest,
     pub metadata: Metadata,
-    pub native: Vec<u8>,
+    native_zst: Vec<u8>,
     /// The `plugins` section, decompressed (empty when the build has no plugins).
     pub plugins: Vec<u8>,
     component_zst: Vec<u8>,
 }
 
 impl Opened {
+    /// The native code, decompressed.
+    pub fn native(&self) -> Result<Vec<u8>, CacheError> {
+        unpack("native", &self.native_zst)
+    }
+
+    /// A name for the native code: a hash of its (verified) compressed section, equal for
+    /// identical builds.
+    pub fn native_id(&self) -> String {
+        blake3::hash(&self.native_zst).to_hex().to_string()
+    }
+
     /// The baked component, for recompiling.
     pub fn component(&self) -> Result<Vec<u8>, String> {
         unpack("component", &self.component_zst).map_err(|e| e.to_string())
@@ -209,6 +221,11 @@ fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     fs::rename(&tmp, path)
 }
 
+/// The file of the cache in `dir` that every build replaces (by renaming a new one over it).
+pub fn bundle_path(dir: &Path) -> PathBuf {
+    dir.join(BUNDLE)
+}
+
 /// Read, verify and decrypt the cache in `dir`. Only a regular file of at most
 /// [`MAX_BUNDLE_BYTES`] is read (a FIFO or a device is refused, without blocking). Blocking:
 /// call it off the async threads.
@@ -255,7 +272,7 @@ pub fn decode(bytes: &[u8], key: Option<&CacheKey>) -> Result<Opened, CacheError
             section: "metadata",
             reason: e.to_string(),
         })?;
-    let native = unpack("native", &take("native")?)?;
+    let native_zst = take("native")?;
     let component_zst = take("component")?;
     let plugins = match take("plugins") {
         Ok(bytes) => unpack("plugins", &bytes)?,
@@ -264,7 +281,7 @@ pub fn decode(bytes: &[u8], key: Option<&CacheKey>) -> Result<Opened, CacheError
     Ok(Opened {
         manifest,
         metadata,
-        native,
+        native_zst,
         plugins,
         component_zst,
     })
@@ -380,7 +397,7 @@ mod tests {
         assert_eq!(written.compression_level, 3);
         assert!(written.sections.iter().all(|s| s.compressed < s.raw));
         let opened = open(dir.path(), None).unwrap();
-        assert_eq!(opened.native, contents().native);
+        assert_eq!(opened.native().unwrap(), contents().native);
         assert_eq!(opened.component().unwrap(), contents().component);
         assert_eq!(super::manifest(dir.path()), Some(written));
         assert!(remove(dir.path()).unwrap() > 0);

@@ -15,6 +15,7 @@ use crate::{
     sandbox::{Limits, Sandbox, engine::SandboxEngine},
     scheduler::{self, Scheduler},
     server,
+    site::Site,
 };
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -50,6 +51,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let engine = tokio::task::spawn_blocking(move || SandboxEngine::load(workers as u32))
         .await
         .context("engine setup panicked")??;
+    scheduler.set_preemption(engine.engine().preemption());
     let queue = scheduler.queue("project", settings.server.queue_config(workers));
     let sandbox = Sandbox::new(engine, Some(&routes_dir), settings.limits(), queue)?;
     let sandbox = sandbox
@@ -87,7 +89,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         "filerouter dev: serving {routes} routes at http://{address} (mode: {}, hot reload: on)",
         Mode::Development.name()
     );
-    server::serve(listener, app, std::time::Duration::from_secs(5)).await;
+    server::serve(
+        listener,
+        Site::Project(app),
+        std::time::Duration::from_secs(5),
+    )
+    .await;
     Ok(())
 }
 

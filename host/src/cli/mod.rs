@@ -104,6 +104,14 @@ pub struct RunArgs {
     /// The build cache, relative to the project [default: config.py's build.cache_dir, else .cache].
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
+    /// Serve many projects, chosen by the request's host, as tenants.toml FILE describes
+    /// (instead of --project).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["project", "cache_dir"])]
+    pub tenants: Option<PathBuf>,
+    /// With --tenants: serve Prometheus metrics (/metrics) and health (/healthz) on ADDR
+    /// (host:port), apart from the public port.
+    #[arg(long, value_name = "ADDR", requires = "tenants")]
+    pub admin: Option<String>,
 }
 
 /// `filerouter packages ...`

@@ -1,25 +1,39 @@
-//! `filerouter run`: serve a project from its build cache, in production mode.
+//! `filerouter run`: serve a project from its build cache, in production mode; or, with
+//! `--tenants FILE`, many projects (tenants) chosen by the request's host.
 //!
 //! Never scans `routes/` or reads route source: the routes, settings, the baked guest and the
-//! plugins (never `plugins/`) all come from the cache, which is verified (checksum, and the key if encrypted) before anything
-//! is served. Errors answer `{"detail":"Internal Server Error"}`; details go to the log.
+//! plugins (never `plugins/`) all come from the cache, which is verified (checksum, and the key
+//! if encrypted) before anything is served. Errors answer `{"detail":"Internal Server Error"}`;
+//! details go to the log. One project is the one-tenant case: the same loading
+//! ([`tenants::load`]) and the same engine set-up; it is loaded at start, and a bad cache stops
+//! `run`.
 
-use std::time::{Duration, Instant};
+use std::{
+    path::PathBuf,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use anyhow::Context;
 
 use super::RunArgs;
 use crate::{
-    app::{App, Loaded, Mode},
-    cache::{self, CacheKey},
+    admin,
+    app::Mode,
+    cache::CacheKey,
+    config::ServerSettings,
     logging,
-    project::Project,
-    sandbox::{Sandbox, engine::SandboxEngine},
+    sandbox::engine::SandboxEngine,
     scheduler::{self, Scheduler},
     server,
+    site::Site,
+    tenants::{self, Tenants, config::TenantsConfig},
 };
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    if let Some(file) = args.tenants.clone() {
+        return super::runtime()?.block_on(serve_tenants(args, file));
+    }
     let root = args
         .project
         .canonicalize()
@@ -29,15 +43,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     super::runtime()?.block_on(serve(args, root, dir))
 }
 
-async fn serve(
-    args: RunArgs,
-    root: std::path::PathBuf,
-    dir: std::path::PathBuf,
-) -> anyhow::Result<()> {
+async fn serve(args: RunArgs, root: PathBuf, dir: PathBuf) -> anyhow::Result<()> {
     let key = CacheKey::from_env()?;
-    let opened = tokio::task::spawn_blocking(move || cache::open(&dir, key.as_ref()))
-        .await
-        .context("reading the cache panicked")??;
+    let (opened, stamp) =
+        tokio::task::spawn_blocking(move || tenants::load::open(&dir, key.as_ref()))
+            .await
+            .context("reading the cache panicked")??;
     let settings = opened.metadata.settings.clone();
     logging::init(
         Mode::Production,
@@ -50,48 +61,109 @@ async fn serve(
         .unwrap_or(scheduler::default_workers() as u32)
         .max(1);
     let started = Instant::now();
-    let opened = std::sync::Arc::new(opened);
-    let for_engine = opened.clone();
-    let (engine, recompiled) = tokio::task::spawn_blocking(move || {
-        SandboxEngine::load_baked(workers, &for_engine.native, || for_engine.component())
+    let scheduler = Scheduler::new(workers as usize);
+    let queue = scheduler.queue("project", settings.server.queue_config(workers as usize));
+    let preempted = scheduler.clone();
+    let loaded = tokio::task::spawn_blocking(move || {
+        let engine = SandboxEngine::new(workers)?;
+        preempted.set_preemption(engine.preemption());
+        tenants::load::serve_from(
+            &engine,
+            &root,
+            &opened,
+            stamp,
+            |settings| settings.limits(),
+            Arc::default(),
+            queue,
+        )
+        .map_err(anyhow::Error::from)
     })
     .await
     .context("engine setup panicked")??;
-    if recompiled {
+    if loaded.recompiled {
         eprintln!(
-            "filerouter: the cache's native code does not fit this machine; recompiled it from the baked component ({:.1}s)",
+            "filerouter run: the cache's native code does not fit this machine; recompiled it from the baked component ({:.1}s)",
             started.elapsed().as_secs_f64()
         );
     }
-    let sealed = crate::plugins::sealed::decode(&opened.plugins)
-        .map_err(|e| anyhow::anyhow!("the build cache: {e}"))?;
-    let declared = settings.plugins.clone();
-    let plugin_root = root.clone();
-    let plugins = tokio::task::spawn_blocking(move || {
-        crate::plugins::Plugins::from_sealed(&plugin_root, &declared, &sealed)
-    })
-    .await
-    .context("loading the plugins panicked")??;
-    let scheduler = Scheduler::new(workers as usize);
-    let queue = scheduler.queue("project", settings.server.queue_config(workers as usize));
-    let sandbox = Sandbox::new(engine, None, settings.limits(), queue)?.with_plugins(plugins)?;
-    let project = Project::from_cache(&opened.metadata.routes, &opened.metadata.root_files);
-    let routes = project.routes.len();
 
     let listener = super::listen(&settings.server, args.host, args.port).await?;
     let address = listener.local_addr().context("no local address")?;
     let drain = settings.limits().wall.min(Duration::from_secs(30)) + Duration::from_secs(1);
-    let app = App::new(
-        root,
-        Mode::Production,
-        Loaded::new(project, sandbox, settings, None),
-    );
     println!(
-        "filerouter run: serving {routes} routes at http://{address} (mode: {}, workers: {workers}, build of {})",
+        "filerouter run: serving {} routes at http://{address} (mode: {}, workers: {workers}, build of {})",
+        loaded.routes,
         Mode::Production.name(),
-        opened.manifest.created_at
+        loaded.created_at
     );
-    server::serve(listener, app, drain).await;
+    server::serve(listener, Site::Project(loaded.app), drain).await;
+    println!("filerouter run: stopped");
+    Ok(())
+}
+
+/// Instances at once per core when many tenants share the process and `--workers` does not
+/// say: more than one project would use, so that a light tenant finds an instance while heavy
+/// ones hold theirs (each at most its `concurrency`); the guest threads (one per core) are
+/// shared between them by CPU used, so more instances do not mean more CPU for anyone.
+pub const TENANT_WORKERS_PER_CORE: usize = 8;
+
+/// `run --tenants FILE`: every tenant of the file, loaded on its first request.
+async fn serve_tenants(args: RunArgs, file: PathBuf) -> anyhow::Result<()> {
+    let file = std::path::absolute(&file)
+        .with_context(|| format!("tenants file {} not found", file.display()))?;
+    let checked = file.clone();
+    let config = tokio::task::spawn_blocking(move || TenantsConfig::load(&checked))
+        .await
+        .context("reading the tenants file panicked")??;
+    logging::init(Mode::Production, None);
+    let key = CacheKey::from_env()?;
+    let workers = args
+        .workers
+        .unwrap_or((scheduler::cores() * TENANT_WORKERS_PER_CORE) as u32)
+        .max(1);
+    let scheduler = Scheduler::new(workers as usize);
+    let engine = tokio::task::spawn_blocking(move || SandboxEngine::new(workers))
+        .await
+        .context("engine setup panicked")??;
+    scheduler.set_preemption(engine.preemption());
+    let count = config.tenants.len();
+    let drain = config
+        .tenants
+        .iter()
+        .map(|t| t.limits.wall)
+        .max()
+        .unwrap_or_default()
+        .min(Duration::from_secs(30))
+        + Duration::from_secs(1);
+    for tenant in &config.tenants {
+        if tenants::load::CacheStamp::of(&tenant.cache_dir).is_none() {
+            tracing::warn!(
+                "tenant {}: no build cache in {} yet: its requests get 503 until `filerouter build` writes one",
+                tenant.name,
+                tenant.cache_dir.display()
+            );
+        }
+    }
+    let tenants = Tenants::new(engine, scheduler, &file, config, key);
+
+    let listener = super::listen(&ServerSettings::default(), args.host, args.port).await?;
+    let address = listener.local_addr().context("no local address")?;
+    let admin = match &args.admin {
+        Some(address) => Some(admin::listen(address).await?),
+        None => None,
+    };
+    println!(
+        "filerouter run: serving {count} tenants from {} at http://{address} (mode: {}, workers: {workers})",
+        file.display(),
+        Mode::Production.name(),
+    );
+    if let Some(listener) = admin {
+        let address = listener.local_addr().context("no local address")?;
+        println!("filerouter run: admin endpoint at http://{address}/metrics and /healthz");
+        admin::spawn(listener, tenants.clone());
+    }
+    tenants::watch::spawn(tenants.clone());
+    server::serve(listener, Site::Tenants(tenants), drain).await;
     println!("filerouter run: stopped");
     Ok(())
 }

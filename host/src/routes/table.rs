@@ -28,7 +28,7 @@ pub struct Match {
     pub params: Vec<(String, Captured)>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 struct Node {
     route: Option<usize>,
     statics: BTreeMap<String, Node>,
@@ -38,7 +38,7 @@ struct Node {
 }
 
 /// The routes of a project, arranged for lookup.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct RouteTable {
     root: Node,
     files: Vec<String>,

@@ -1,4 +1,5 @@
-//! The wasmtime engine, set up in one place, and the compiled guest with its on-disk cache.
+//! The wasmtime engine, set up in one place (once per process), and the guests compiled for it
+//! (once per project: the built-in guest, with its on-disk cache, or a build's baked snapshot).
 //!
 //! Compiling the guest with Cranelift takes seconds, so the compiled form is cached in
 //! `$FILEROUTER_CACHE_DIR` (default: the user's cache folder, `~/.cache/filerouter`) under a
@@ -10,7 +11,7 @@ use std::{
     fs,
     hash::{Hash, Hasher},
     io::Write,
-    path::PathBuf,
+    path::{Path, PathBuf},
     sync::Arc,
     time::Duration,
 };
@@ -34,9 +35,12 @@ pub enum EngineError {
     Compile(String),
     #[error("link the guest component: {0}")]
     Link(String),
+    #[error("store the native code: {0}")]
+    Native(String),
 }
 
-/// The engine and the compiled guest component, shared by every sandbox of the process.
+/// The wasmtime engine and its instance pool: once per process, shared by every project (every
+/// tenant) the process serves. Each project's code is a [`Guest`] made from it.
 #[derive(Clone)]
 pub struct SandboxEngine {
     inner: Arc<EngineInner>,
@@ -44,47 +48,102 @@ pub struct SandboxEngine {
 
 struct EngineInner {
     engine: Engine,
-    component: Component,
     /// One permit per pooling-allocator slot: a call waits here rather than fail to allocate.
     slots: tokio::sync::Semaphore,
 }
 
+/// One project's guest: a component compiled for a [`SandboxEngine`] (the built-in guest, or a
+/// build's baked snapshot). Cheap to clone; its native code is shared, and mapped from a file
+/// where it came from one.
+#[derive(Clone)]
+pub struct Guest {
+    engine: SandboxEngine,
+    component: Component,
+}
+
 impl SandboxEngine {
-    /// Set up wasmtime for at most `max_instances` live instances and load the built-in guest,
-    /// compiling it (and caching the result) if this machine has not done so yet.
-    pub fn load(max_instances: u32) -> Result<Self, EngineError> {
+    /// Set up wasmtime for at most `max_instances` live instances, all projects together.
+    pub fn new(max_instances: u32) -> Result<Self, EngineError> {
         let engine = new_engine(max_instances)?;
-        let component = load_component(&engine)?;
-        Ok(Self::assemble(engine, component, max_instances))
+        if let Ok(policy) = super::reset::policy() {
+            tracing::info!("sandbox memory reset: {policy}");
+        }
+        start_epoch_ticker(&engine);
+        Ok(Self {
+            inner: Arc::new(EngineInner {
+                engine,
+                slots: tokio::sync::Semaphore::new(max_instances.max(1) as usize),
+            }),
+        })
     }
 
-    /// Set up wasmtime with a baked guest from a build cache: its precompiled form `native`
-    /// if it fits this machine and filerouter build, else `wasm()` compiled here.
-    /// Returns whether it had to be recompiled.
-    pub fn load_baked(
-        max_instances: u32,
+    /// A new engine with the built-in guest: the one-project case (`dev`, `build`, commands).
+    pub fn load(max_instances: u32) -> Result<Guest, EngineError> {
+        Self::new(max_instances)?.builtin_guest()
+    }
+
+    /// The built-in guest, compiled for this engine (and cached on disk) if this machine has
+    /// not done so yet.
+    pub fn builtin_guest(&self) -> Result<Guest, EngineError> {
+        let component = load_component(&self.inner.engine)?;
+        Ok(self.guest(component))
+    }
+
+    /// A baked guest from a build cache: its precompiled form `native` if it fits this machine
+    /// and filerouter build, else `wasm()` compiled here. Returns whether it was recompiled.
+    pub fn baked_guest(
+        &self,
         native: &[u8],
         wasm: impl FnOnce() -> Result<Vec<u8>, String>,
-    ) -> Result<(Self, bool), EngineError> {
-        let engine = new_engine(max_instances)?;
+    ) -> Result<(Guest, bool), EngineError> {
         // SAFETY: `native` comes from a build cache whose checksum (and, if encrypted, its
         // authentication tag) was verified, and was written by `precompile` of a filerouter
         // build; wasmtime also checks its header against this engine and refuses a mismatch.
-        let (component, recompiled) = match unsafe { Component::deserialize(&engine, native) } {
+        let loaded = unsafe { Component::deserialize(&self.inner.engine, native) };
+        self.baked_or_recompiled(loaded, wasm)
+    }
+
+    /// [`SandboxEngine::baked_guest`] with the native code in a file, which is mapped rather
+    /// than read: its pages are shared and can be dropped by the kernel, not anonymous memory.
+    /// The file must not change while the guest lives (write a new file and rename it over).
+    pub fn baked_guest_file(
+        &self,
+        native: &Path,
+        wasm: impl FnOnce() -> Result<Vec<u8>, String>,
+    ) -> Result<(Guest, bool), EngineError> {
+        // SAFETY: as in `baked_guest`; `native` was written by `native_file` from a verified
+        // cache and is only ever replaced by renaming, never changed in place.
+        let loaded = unsafe { Component::deserialize_file(&self.inner.engine, native) };
+        self.baked_or_recompiled(loaded, wasm)
+    }
+
+    fn baked_or_recompiled(
+        &self,
+        loaded: wasmtime::Result<Component>,
+        wasm: impl FnOnce() -> Result<Vec<u8>, String>,
+    ) -> Result<(Guest, bool), EngineError> {
+        let (component, recompiled) = match loaded {
             Ok(component) => (component, false),
             Err(e) => {
                 tracing::debug!("precompiled guest unusable here: {e:#}");
                 let wasm = wasm().map_err(EngineError::Compile)?;
-                let component = Component::new(&engine, &wasm)
+                let component = Component::new(&self.inner.engine, &wasm)
                     .map_err(|e| EngineError::Compile(format!("{e:#}")))?;
                 (component, true)
             }
         };
-        Ok((Self::assemble(engine, component, max_instances), recompiled))
+        Ok((self.guest(component), recompiled))
+    }
+
+    fn guest(&self, component: Component) -> Guest {
+        Guest {
+            engine: self.clone(),
+            component,
+        }
     }
 
     /// Compile a guest component to this machine's native code, in the form
-    /// [`SandboxEngine::load_baked`] reads.
+    /// [`SandboxEngine::baked_guest`] reads.
     pub fn precompile(wasm: &[u8]) -> Result<Vec<u8>, EngineError> {
         let engine = new_engine(1)?;
         engine
@@ -92,17 +151,15 @@ impl SandboxEngine {
             .map_err(|e| EngineError::Compile(format!("{e:#}")))
     }
 
-    fn assemble(engine: Engine, component: Component, max_instances: u32) -> Self {
-        if let Ok(policy) = super::reset::policy() {
-            tracing::info!("sandbox memory reset: {policy}");
-        }
-        start_epoch_ticker(&engine);
-        Self {
-            inner: Arc::new(EngineInner {
-                engine,
-                component,
-                slots: tokio::sync::Semaphore::new(max_instances as usize),
-            }),
+    /// Something that makes every running guest of this engine reach its epoch check now (and
+    /// ask its budget whether to go on); it does nothing once the engine is gone. For
+    /// [`crate::scheduler::Scheduler::set_preemption`].
+    pub fn preemption(&self) -> impl Fn() + Send + Sync + 'static {
+        let weak = self.inner.engine.weak();
+        move || {
+            if let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+            }
         }
     }
 
@@ -118,18 +175,43 @@ impl SandboxEngine {
             Err(_) => unreachable!("the instance semaphore is never closed"),
         }
     }
+}
+
+impl Guest {
+    /// The engine this guest was compiled for.
+    pub fn engine(&self) -> &SandboxEngine {
+        &self.engine
+    }
 
     /// Link the guest for a store holding `T`, with the imports `link` adds.
     pub fn instance_pre<T: 'static>(
         &self,
         link: impl FnOnce(&mut Linker<T>) -> wasmtime::Result<()>,
     ) -> Result<InstancePre<T>, EngineError> {
-        let mut linker = Linker::<T>::new(&self.inner.engine);
+        let mut linker = Linker::<T>::new(self.engine.engine());
         link(&mut linker).map_err(|e| EngineError::Link(format!("{e:#}")))?;
         linker
-            .instantiate_pre(&self.inner.component)
+            .instantiate_pre(&self.component)
             .map_err(|e| EngineError::Link(format!("{e:#}")))
     }
+}
+
+/// The native code of a build, as a file that [`SandboxEngine::baked_guest_file`] maps: written
+/// once (by `bytes()`) under `$FILEROUTER_CACHE_DIR/native/`, named by `id`, a hash of the
+/// verified cache section it comes from, so identical builds share one file (and its pages).
+pub fn native_file(
+    id: &str,
+    bytes: impl FnOnce() -> Result<Vec<u8>, String>,
+) -> Result<PathBuf, EngineError> {
+    let dir = cache_dir().join("native");
+    let path = dir.join(format!("{id}.cwasm"));
+    if path.is_file() {
+        return Ok(path);
+    }
+    let bytes = bytes().map_err(EngineError::Compile)?;
+    store_atomically(&dir, &path, &bytes)
+        .map_err(|e| EngineError::Native(format!("write {}: {e}", path.display())))?;
+    Ok(path)
 }
 
 fn new_engine(max_instances: u32) -> Result<Engine, EngineError> {
@@ -252,8 +334,10 @@ mod tests {
 
     #[test]
     fn native_code_that_does_not_fit_is_recompiled_from_the_component() {
-        let (_, recompiled) =
-            SandboxEngine::load_baked(1, b"not native code for this machine", guest::wasm).unwrap();
+        let engine = SandboxEngine::new(1).unwrap();
+        let (_, recompiled) = engine
+            .baked_guest(b"not native code for this machine", guest::wasm)
+            .unwrap();
         assert!(recompiled);
     }
 }

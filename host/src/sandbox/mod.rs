@@ -1,7 +1,7 @@
 //! The WebAssembly sandbox: every call into project Python runs in a fresh guest instance.
 //!
-//! [`Sandbox`] owns the wasmtime engine (set up in [`engine`]), the compiled guest and one
-//! `InstancePre`. Each call ([`Sandbox::handle`], [`Sandbox::inspect_route`],
+//! [`Sandbox`] owns one project's guest (compiled for the process's engine, see [`engine`]) and
+//! one `InstancePre`. Each call ([`Sandbox::handle`], [`Sandbox::inspect_route`],
 //! [`Sandbox::load_config`]) makes a new `Store` and instance with the project's `routes/`
 //! preopened read-only (in development; production instances see no files at all), runs one
 //! export, and drops the instance: nothing survives a call. [`snapshot`] bakes the project's
@@ -134,7 +134,7 @@ pub struct Sandbox {
 }
 
 struct Inner {
-    engine: engine::SandboxEngine,
+    guest: engine::Guest,
     pre: RouterPre<CallState>,
     /// Preopened read-only as `/routes` in development; `None` in production, where the route
     /// modules are in the baked guest and instances see no files.
@@ -168,39 +168,44 @@ type ExportFuture<'a, T> =
     Pin<Box<dyn Future<Output = wasmtime::Result<Result<T, ProjectError>>> + Send + 'a>>;
 
 impl Sandbox {
-    /// Link the guest for the project whose route files live in `routes_dir` (`None`: a
-    /// baked guest that needs no files). Its requests wait for their turn in `queue`.
+    /// Link `guest` for the project whose route files live in `routes_dir` (`None`: a baked
+    /// guest that needs no files), with a new, empty key-value store. Its requests wait for
+    /// their turn in `queue`.
     pub fn new(
-        engine: engine::SandboxEngine,
+        guest: engine::Guest,
         routes_dir: Option<&Path>,
         limits: Limits,
         queue: Queue,
     ) -> Result<Self, SandboxError> {
-        Self::with_store(
-            engine,
-            routes_dir,
-            limits,
-            Arc::default(),
-            Plugins::default(),
-            queue,
-        )
+        Self::with_kv(guest, routes_dir, limits, Arc::default(), queue)
+    }
+
+    /// [`Sandbox::new`] with the project's key-value store `kv` (kept across reloads).
+    pub fn with_kv(
+        guest: engine::Guest,
+        routes_dir: Option<&Path>,
+        limits: Limits,
+        kv: Arc<KvStore>,
+        queue: Queue,
+    ) -> Result<Self, SandboxError> {
+        Self::with_store(guest, routes_dir, limits, kv, Plugins::default(), queue)
     }
 
     fn with_store(
-        engine: engine::SandboxEngine,
+        guest: engine::Guest,
         routes_dir: Option<&Path>,
         limits: Limits,
         kv: Arc<KvStore>,
         plugins: Plugins,
         queue: Queue,
     ) -> Result<Self, SandboxError> {
-        let pre = engine
+        let pre = guest
             .instance_pre::<CallState>(link)
             .map_err(|e| SandboxError::Setup(e.to_string()))?;
         let pre = RouterPre::new(pre).map_err(|e| SandboxError::Setup(format!("{e:#}")))?;
         Ok(Self {
             inner: Arc::new(Inner {
-                engine,
+                guest,
                 pre,
                 routes_dir: routes_dir.map(Path::to_path_buf),
                 limits,
@@ -213,11 +218,17 @@ impl Sandbox {
 
     /// The same guest and project with other limits (after `config.py` changed).
     pub fn with_limits(&self, limits: Limits) -> Result<Self, SandboxError> {
+        self.reconfigured(limits, self.inner.kv.clone())
+    }
+
+    /// The same guest, project and plugins with other limits and key-value store (a tenant
+    /// reconfigured).
+    pub fn reconfigured(&self, limits: Limits, kv: Arc<KvStore>) -> Result<Self, SandboxError> {
         Self::with_store(
-            self.inner.engine.clone(),
+            self.inner.guest.clone(),
             self.inner.routes_dir.as_deref(),
             limits,
-            self.inner.kv.clone(),
+            kv,
             self.inner.plugins.clone(),
             self.inner.queue.clone(),
         )
@@ -226,7 +237,7 @@ impl Sandbox {
     /// The same guest and project with other plugins (at start, and when `dev` reloads them).
     pub fn with_plugins(&self, plugins: Plugins) -> Result<Self, SandboxError> {
         Self::with_store(
-            self.inner.engine.clone(),
+            self.inner.guest.clone(),
             self.inner.routes_dir.as_deref(),
             self.inner.limits.clone(),
             self.inner.kv.clone(),
@@ -380,7 +391,7 @@ impl Inner {
         F: for<'a> FnOnce(bindings::Router, &'a mut Store<CallState>) -> ExportFuture<'a, T>,
     {
         let limits = &self.limits;
-        let _slot = self.engine.slot().await;
+        let _slot = self.guest.engine().slot().await;
         let mut wasi = WasiCtxBuilder::new();
         if let Some(dir) = &self.routes_dir {
             wasi.preopened_dir(dir, "/routes", FsPerms::ReadOnly)
@@ -412,7 +423,7 @@ impl Inner {
             self.kv.clone(),
         )
         .with_output(output.clone());
-        let mut store = Store::new(self.engine.engine(), state);
+        let mut store = Store::new(self.guest.engine().engine(), state);
         store.limiter(|state| &mut state.limits);
 
         // At every epoch tick the scheduler's budget decides: go on, let a poorer tenant's

@@ -6,7 +6,10 @@
 //! it until it completes or waits on the host (a timer, say). The only other way a guest
 //! gives up its thread is [`super::Budget::tick`] answering [`super::Verdict::Yield`]: a
 //! call of another queue that used less CPU is waiting. Each poll is timed with the
-//! thread's CPU clock ([`super::budget::Meter`]).
+//! thread's CPU clock ([`super::budget::Meter`]). So that such a call need not wait for the
+//! next regular tick, a call that becomes ready while every thread is busy fires the
+//! [`Threads::set_nudge`] hook (the sandbox advances its engine's epoch), and the running guests
+//! ask their budget at once.
 //!
 //! The threads enter the Tokio runtime the scheduler was made in, so guest timers and
 //! blocking work use it. They stop when the scheduler is dropped.
@@ -16,7 +19,7 @@ use std::{
     panic::AssertUnwindSafe,
     pin::Pin,
     sync::{
-        Arc, Condvar, Mutex,
+        Arc, Condvar, Mutex, OnceLock,
         atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering},
     },
     task::{Context, Poll, Wake, Waker},
@@ -41,6 +44,10 @@ pub(crate) struct Threads {
     ready_count: AtomicUsize,
     signal: Condvar,
     closed: AtomicBool,
+    /// Threads waiting for work.
+    idle: AtomicUsize,
+    /// Makes running guests check their budget now (see [`Threads::set_nudge`]).
+    nudge: OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 /// One admitted call: its future, its meter, and where it is in its life.
@@ -62,6 +69,8 @@ impl Threads {
             ready_count: AtomicUsize::new(0),
             signal: Condvar::new(),
             closed: AtomicBool::new(false),
+            idle: AtomicUsize::new(0),
+            nudge: OnceLock::new(),
         });
         let runtime = tokio::runtime::Handle::try_current().ok();
         for n in 0..count.max(1) {
@@ -78,6 +87,11 @@ impl Threads {
             }
         }
         threads
+    }
+
+    /// Set what makes running guests check their budget at once (the first setting stays).
+    pub(crate) fn set_nudge(&self, nudge: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.nudge.set(nudge);
     }
 
     /// Stop the threads once they finish what they are polling; drop the waiting calls.
@@ -120,6 +134,12 @@ impl Threads {
             self.ready_count.fetch_add(1, Ordering::SeqCst);
         }
         self.signal.notify_one();
+        // No thread free: the running guests decide now whether this call goes first.
+        if self.idle.load(Ordering::SeqCst) == 0
+            && let Some(nudge) = self.nudge.get()
+        {
+            nudge();
+        }
     }
 
     /// The ready call whose queue used the least CPU; the oldest of that queue.
@@ -132,7 +152,10 @@ impl Threads {
             if !ready.is_empty() {
                 break;
             }
-            ready = self.signal.wait(ready).ok()?;
+            self.idle.fetch_add(1, Ordering::SeqCst);
+            let woken = self.signal.wait(ready);
+            self.idle.fetch_sub(1, Ordering::SeqCst);
+            ready = woken.ok()?;
         }
         let best = ready
             .iter()

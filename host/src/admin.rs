@@ -1,0 +1,237 @@
+//! The admin endpoint of `filerouter run --admin ADDR`: metrics and health, on their own socket.
+//!
+//! `GET /metrics` is Prometheus' text format (version 0.0.4): per tenant, answers by status,
+//! latency p50/p99, CPU time, queue depth, requests running, rejections, whether it is loaded,
+//! loads and failed loads; process-wide, the tenants loaded and the resident memory.
+//! `GET /healthz` answers 200 `{"status":"ok",...}` while the server runs. Nothing else is
+//! served here, and none of this is reachable on the public port: the public server never
+//! looks at these paths, and this listener never routes to a tenant.
+
+use std::{convert::Infallible, net::SocketAddr};
+
+use hyper::{
+    Method, Request, Response, StatusCode, body::Incoming, header, server::conn::http1,
+    service::service_fn,
+};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+
+use crate::{
+    router::{self, Body},
+    tenants::{Tenants, metrics::Exposition},
+};
+
+/// Listen on `address`; fails if it cannot be bound.
+pub async fn listen(address: &str) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(address)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {address} for --admin: {e}"))
+}
+
+/// Serve metrics and health of `tenants` on `listener` until the process ends.
+pub fn spawn(listener: TcpListener, tenants: Tenants) {
+    tokio::spawn(async move {
+        loop {
+            let (stream, peer) = match listener.accept().await {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    tracing::warn!("admin accept failed: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let tenants = tenants.clone();
+            let service = service_fn(move |request: Request<Incoming>| {
+                let tenants = tenants.clone();
+                async move { Ok::<_, Infallible>(respond(&tenants, request, peer).await) }
+            });
+            tokio::spawn(async move {
+                let _ = http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+}
+
+async fn respond(
+    tenants: &Tenants,
+    request: Request<Incoming>,
+    _peer: SocketAddr,
+) -> Response<Body> {
+    if !matches!(*request.method(), Method::GET | Method::HEAD) {
+        return router::json(
+            StatusCode::METHOD_NOT_ALLOWED,
+            r#"{"detail":"Method Not Allowed"}"#,
+        );
+    }
+    match request.uri().path() {
+        "/metrics" => {
+            let rss = tokio::task::spawn_blocking(resident_bytes)
+                .await
+                .ok()
+                .flatten();
+            let mut response = Response::new(router::full(metrics(tenants, rss)));
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            );
+            response
+        }
+        "/healthz" => {
+            let all = tenants.all();
+            let loaded = all.iter().filter(|t| t.is_loaded()).count();
+            let refused: Vec<&str> = all
+                .iter()
+                .filter(|t| t.refusal().is_some())
+                .map(|t| t.name())
+                .collect();
+            let body = serde_json::json!({
+                "status": "ok",
+                "tenants": all.len(),
+                "loaded": loaded,
+                "refused": refused,
+            });
+            router::json(StatusCode::OK, body.to_string())
+        }
+        _ => router::json(StatusCode::NOT_FOUND, r#"{"detail":"Not Found"}"#),
+    }
+}
+
+/// The metrics text.
+fn metrics(tenants: &Tenants, rss: Option<u64>) -> String {
+    let mut out = Exposition::default();
+    let all = tenants.all();
+    out.sample(
+        "filerouter_tenants",
+        "gauge",
+        "Tenants configured.",
+        &[],
+        all.len() as f64,
+    );
+    out.sample(
+        "filerouter_tenants_loaded",
+        "gauge",
+        "Tenants loaded now.",
+        &[],
+        all.iter().filter(|t| t.is_loaded()).count() as f64,
+    );
+    if let Some(rss) = rss {
+        out.sample(
+            "process_resident_memory_bytes",
+            "gauge",
+            "Resident memory of the server process.",
+            &[],
+            rss as f64,
+        );
+    }
+    for tenant in &all {
+        let name = tenant.name();
+        let labels = [("tenant", name)];
+        for (status, count) in tenant.metrics.statuses() {
+            let status = status.to_string();
+            out.sample(
+                "filerouter_requests_total",
+                "counter",
+                "Requests answered, by status.",
+                &[("tenant", name), ("status", &status)],
+                count as f64,
+            );
+        }
+        let (quantiles, count, sum) = tenant.metrics.latency();
+        if let Some((p50, p99)) = quantiles {
+            out.sample(
+                "filerouter_request_duration_seconds",
+                "summary",
+                "Time to answer a request (to the response head); quantiles over the last 1 to 2 minutes.",
+                &[("tenant", name), ("quantile", "0.5")],
+                p50,
+            );
+            out.sample(
+                "filerouter_request_duration_seconds",
+                "summary",
+                "",
+                &[("tenant", name), ("quantile", "0.99")],
+                p99,
+            );
+        }
+        out.sample_suffixed(
+            "filerouter_request_duration_seconds",
+            "_count",
+            &labels,
+            count as f64,
+        );
+        out.sample_suffixed("filerouter_request_duration_seconds", "_sum", &labels, sum);
+        let queue = tenant.queue_stats();
+        out.sample(
+            "filerouter_tenant_cpu_seconds_total",
+            "counter",
+            "CPU time the tenant's requests ran in the sandbox.",
+            &labels,
+            queue.cpu.as_secs_f64(),
+        );
+        out.sample(
+            "filerouter_tenant_running",
+            "gauge",
+            "The tenant's requests running in the sandbox now.",
+            &labels,
+            queue.running as f64,
+        );
+        out.sample(
+            "filerouter_tenant_queue_depth",
+            "gauge",
+            "The tenant's requests waiting for a turn now.",
+            &labels,
+            queue.queued as f64,
+        );
+        out.sample(
+            "filerouter_tenant_rejected_total",
+            "counter",
+            "Requests turned away with 503 because the tenant's queue was full.",
+            &labels,
+            queue.rejected as f64,
+        );
+        out.sample(
+            "filerouter_tenant_loaded",
+            "gauge",
+            "1 while the tenant is loaded.",
+            &labels,
+            if tenant.is_loaded() { 1.0 } else { 0.0 },
+        );
+        out.sample(
+            "filerouter_tenant_refused",
+            "gauge",
+            "1 while the tenant is refused (its cache cannot be used).",
+            &labels,
+            if tenant.refusal().is_some() { 1.0 } else { 0.0 },
+        );
+        out.sample(
+            "filerouter_tenant_loads_total",
+            "counter",
+            "Times the tenant was loaded from its cache.",
+            &labels,
+            tenant
+                .metrics
+                .loads
+                .load(std::sync::atomic::Ordering::Relaxed) as f64,
+        );
+        out.sample(
+            "filerouter_tenant_load_failures_total",
+            "counter",
+            "Loads that failed (missing, corrupt or tampered cache).",
+            &labels,
+            tenant
+                .metrics
+                .load_failures
+                .load(std::sync::atomic::Ordering::Relaxed) as f64,
+        );
+    }
+    out.render()
+}
+
+/// The process's resident memory, from `/proc/self/statm` (Linux).
+fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}

@@ -1,0 +1,464 @@
+//! `tenants.toml`: which projects one `filerouter run` serves, under which host names, with which
+//! limits.
+//!
+//! ```toml
+//! default_tenant = "blog"        # optional: unknown hosts go here instead of a 404
+//!
+//! [server]
+//! max_loaded = 64                # tenants kept loaded; the least recently used is unloaded
+//! idle_unload_s = 600            # a tenant idle this long is unloaded
+//!
+//! [defaults]                     # every tenant's limits, unless its own section says otherwise
+//! memory_mb = 128
+//! cpu_ms = 200
+//!
+//! [tenant.acme]
+//! hosts = ["acme.example.com", "*.acme.example.com"]
+//! project = "sites/acme"         # relative to this file
+//! cpu_ms = 500
+//! ```
+//!
+//! Parsing is strict: unknown keys, wrong types, bad names, duplicate or overlapping hosts, a
+//! missing `project` or project folder are errors that name the file and line. This module only
+//! reads and checks the file; serving the tenants is the parent module's job.
+
+use std::{
+    collections::BTreeMap,
+    ops::Range,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::hosts::HostPattern;
+
+/// Why a tenants file could not be used: one line naming the file and the line.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[error("{file}:{line}: {message}")]
+pub struct TenantsError {
+    pub file: String,
+    pub line: usize,
+    pub message: String,
+}
+
+/// Limits as written in `[defaults]` or a tenant's section; absent means "not said here".
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    memory_mb: Option<Spanned<u64>>,
+    cpu_ms: Option<Spanned<u64>>,
+    wall_s: Option<Spanned<f64>>,
+    concurrency: Option<Spanned<u64>>,
+    queue: Option<Spanned<u64>>,
+    max_body_bytes: Option<Spanned<u64>>,
+    kv_keys: Option<Spanned<u64>>,
+    kv_key_bytes: Option<Spanned<u64>>,
+    kv_value_bytes: Option<Spanned<u64>>,
+}
+
+/// A `[tenant.NAME]` section as written: the tenant's own keys and any limit.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTenant {
+    #[serde(default)]
+    hosts: Vec<Spanned<String>>,
+    project: Spanned<String>,
+    cache_dir: Option<Spanned<String>>,
+    memory_mb: Option<Spanned<u64>>,
+    cpu_ms: Option<Spanned<u64>>,
+    wall_s: Option<Spanned<f64>>,
+    concurrency: Option<Spanned<u64>>,
+    queue: Option<Spanned<u64>>,
+    max_body_bytes: Option<Spanned<u64>>,
+    kv_keys: Option<Spanned<u64>>,
+    kv_key_bytes: Option<Spanned<u64>>,
+    kv_value_bytes: Option<Spanned<u64>>,
+}
+
+impl RawTenant {
+    fn limits(&self) -> RawLimits {
+        RawLimits {
+            memory_mb: self.memory_mb.clone(),
+            cpu_ms: self.cpu_ms.clone(),
+            wall_s: self.wall_s.clone(),
+            concurrency: self.concurrency.clone(),
+            queue: self.queue.clone(),
+            max_body_bytes: self.max_body_bytes.clone(),
+            kv_keys: self.kv_keys.clone(),
+            kv_key_bytes: self.kv_key_bytes.clone(),
+            kv_value_bytes: self.kv_value_bytes.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    max_loaded: Option<Spanned<u64>>,
+    idle_unload_s: Option<Spanned<f64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    default_tenant: Option<Spanned<String>>,
+    #[serde(default)]
+    server: RawServer,
+    #[serde(default)]
+    defaults: RawLimits,
+    #[serde(default)]
+    tenant: BTreeMap<Spanned<String>, RawTenant>,
+}
+
+/// One tenant's limits, every value decided (the tenant's, else `[defaults]`, else built in).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TenantLimits {
+    pub memory_bytes: usize,
+    pub cpu: Duration,
+    pub wall: Duration,
+    pub concurrency: u32,
+    pub queue: u32,
+    pub max_body_bytes: usize,
+    pub kv: crate::kv::Bounds,
+}
+
+impl Default for TenantLimits {
+    fn default() -> Self {
+        let sandbox = crate::sandbox::Limits::default();
+        Self {
+            memory_bytes: sandbox.memory_bytes,
+            cpu: sandbox.cpu,
+            wall: sandbox.wall,
+            concurrency: 8,
+            queue: 64,
+            max_body_bytes: sandbox.max_body_bytes,
+            kv: crate::kv::Bounds::default(),
+        }
+    }
+}
+
+/// One tenant as configured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TenantConfig {
+    pub name: String,
+    pub hosts: Vec<HostPattern>,
+    /// The project folder (absolute).
+    pub project: PathBuf,
+    /// The project's build cache folder (absolute).
+    pub cache_dir: PathBuf,
+    pub limits: TenantLimits,
+}
+
+/// Process-wide settings of a multi-tenant server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    /// At most this many tenants are loaded at once; the least recently used is unloaded.
+    pub max_loaded: usize,
+    /// A tenant that served nothing for this long is unloaded.
+    pub idle_unload: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            max_loaded: 64,
+            idle_unload: Duration::from_secs(600),
+        }
+    }
+}
+
+/// A checked tenants file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TenantsConfig {
+    pub server: ServerConfig,
+    /// In file order (sorted by name).
+    pub tenants: Vec<TenantConfig>,
+    /// The tenant unknown hosts go to, if any.
+    pub default_tenant: Option<String>,
+}
+
+impl TenantsConfig {
+    /// Read and check the tenants file at `path`.
+    pub fn load(path: &Path) -> Result<TenantsConfig, TenantsError> {
+        let text = std::fs::read_to_string(path).map_err(|e| TenantsError {
+            file: path.display().to_string(),
+            line: 1,
+            message: format!("cannot read: {e}"),
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Self::parse(&path.display().to_string(), &text, base)
+    }
+
+    /// Check the text of a tenants file named `file`; relative paths are relative to `base`.
+    pub fn parse(file: &str, text: &str, base: &Path) -> Result<TenantsConfig, TenantsError> {
+        let at = |span: Option<Range<usize>>, message: String| TenantsError {
+            file: file.to_string(),
+            line: span.map_or(1, |s| line_of(text, s.start)),
+            message,
+        };
+        let raw: RawFile =
+            toml::from_str(text).map_err(|e| at(e.span(), e.message().trim().to_string()))?;
+
+        let server = ServerConfig {
+            max_loaded: match &raw.server.max_loaded {
+                None => ServerConfig::default().max_loaded,
+                Some(n) if *n.get_ref() >= 1 => *n.get_ref() as usize,
+                Some(n) => {
+                    return Err(at(Some(n.span()), "`max_loaded` must be at least 1".into()));
+                }
+            },
+            idle_unload: match &raw.server.idle_unload_s {
+                None => ServerConfig::default().idle_unload,
+                Some(s) => {
+                    seconds(s).map_err(|m| at(Some(s.span()), format!("`idle_unload_s` {m}")))?
+                }
+            },
+        };
+        let defaults = resolve(&raw.defaults, &TenantLimits::default())
+            .map_err(|(span, m)| at(Some(span), m))?;
+
+        let mut tenants: Vec<TenantConfig> = Vec::new();
+        // Every host pattern with the tenant that claimed it and where.
+        let mut claimed: Vec<(HostPattern, String, Range<usize>)> = Vec::new();
+        for (name, section) in &raw.tenant {
+            let name_span = name.span();
+            let name = name.get_ref();
+            if !valid_name(name) {
+                return Err(at(
+                    Some(name_span),
+                    format!(
+                        "tenant name {name:?} must be 1 to 63 characters of a-z, 0-9, '-' and '_', starting with a letter or digit"
+                    ),
+                ));
+            }
+            let limits =
+                resolve(&section.limits(), &defaults).map_err(|(span, m)| at(Some(span), m))?;
+            let mut hosts = Vec::new();
+            for host in &section.hosts {
+                let pattern = HostPattern::parse(host.get_ref())
+                    .map_err(|m| at(Some(host.span()), format!("tenant {name}: {m}")))?;
+                for (other, owner, span) in &claimed {
+                    // Overlaps inside one tenant are harmless; only other tenants' claims matter.
+                    if owner != name && pattern.overlaps(other) {
+                        let what = if pattern == *other {
+                            "is also"
+                        } else {
+                            "overlaps"
+                        };
+                        return Err(at(
+                            Some(host.span()),
+                            format!(
+                                "tenant {name}: host {pattern} {what} {other} of tenant {owner} (line {}): a host must belong to one tenant",
+                                line_of(text, span.start)
+                            ),
+                        ));
+                    }
+                }
+                claimed.push((pattern.clone(), name.clone(), host.span()));
+                hosts.push(pattern);
+            }
+            let project = base.join(section.project.get_ref());
+            if !project.is_dir() {
+                return Err(at(
+                    Some(section.project.span()),
+                    format!(
+                        "tenant {name}: project folder {} not found",
+                        project.display()
+                    ),
+                ));
+            }
+            let project = project.canonicalize().unwrap_or(project);
+            let cache_dir = match &section.cache_dir {
+                Some(dir) => project.join(dir.get_ref()),
+                None => project.join(".cache"),
+            };
+            tenants.push(TenantConfig {
+                name: name.clone(),
+                hosts,
+                project,
+                cache_dir,
+                limits,
+            });
+        }
+        let default_tenant = match &raw.default_tenant {
+            None => None,
+            Some(name) if tenants.iter().any(|t| &t.name == name.get_ref()) => {
+                Some(name.get_ref().clone())
+            }
+            Some(name) => {
+                return Err(at(
+                    Some(name.span()),
+                    format!(
+                        "default_tenant {:?} is not a [tenant.NAME] section of this file",
+                        name.get_ref()
+                    ),
+                ));
+            }
+        };
+        for (tenant, (name, _)) in tenants.iter().zip(&raw.tenant) {
+            if tenant.hosts.is_empty() && default_tenant.as_deref() != Some(&tenant.name) {
+                return Err(at(
+                    Some(name.span()),
+                    format!(
+                        "tenant {}: no hosts: give it `hosts = [\"...\"]` (or make it the default_tenant)",
+                        tenant.name
+                    ),
+                ));
+            }
+        }
+        Ok(TenantsConfig {
+            server,
+            tenants,
+            default_tenant,
+        })
+    }
+}
+
+/// Fill in `raw` over `base`, checking ranges; an error carries the offending value's span.
+fn resolve(raw: &RawLimits, base: &TenantLimits) -> Result<TenantLimits, (Range<usize>, String)> {
+    let mut limits = base.clone();
+    let positive =
+        |v: &Option<Spanned<u64>>, key: &str| -> Result<Option<u64>, (Range<usize>, String)> {
+            match v {
+                None => Ok(None),
+                Some(n) if *n.get_ref() >= 1 => Ok(Some(*n.get_ref())),
+                Some(n) => Err((n.span(), format!("`{key}` must be at least 1"))),
+            }
+        };
+    if let Some(mb) = positive(&raw.memory_mb, "memory_mb")? {
+        if mb > 4096 {
+            return Err((
+                raw.memory_mb.as_ref().map_or(0..0, |s| s.span()),
+                "`memory_mb` must be at most 4096".into(),
+            ));
+        }
+        limits.memory_bytes = (mb as usize) * 1024 * 1024;
+    }
+    if let Some(ms) = positive(&raw.cpu_ms, "cpu_ms")? {
+        limits.cpu = Duration::from_millis(ms.min(86_400_000));
+    }
+    if let Some(s) = &raw.wall_s {
+        limits.wall = seconds(s).map_err(|m| (s.span(), format!("`wall_s` {m}")))?;
+    }
+    if let Some(n) = positive(&raw.concurrency, "concurrency")? {
+        limits.concurrency = u32::try_from(n).unwrap_or(u32::MAX).min(4096);
+    }
+    if let Some(n) = &raw.queue {
+        limits.queue = u32::try_from(*n.get_ref())
+            .unwrap_or(u32::MAX)
+            .min(1_000_000);
+    }
+    if let Some(n) = positive(&raw.max_body_bytes, "max_body_bytes")? {
+        limits.max_body_bytes = usize::try_from(n).unwrap_or(usize::MAX);
+    }
+    if let Some(n) = positive(&raw.kv_keys, "kv_keys")? {
+        limits.kv.max_keys = usize::try_from(n).unwrap_or(usize::MAX);
+    }
+    if let Some(n) = positive(&raw.kv_key_bytes, "kv_key_bytes")? {
+        limits.kv.max_key_bytes = usize::try_from(n).unwrap_or(usize::MAX);
+    }
+    if let Some(n) = positive(&raw.kv_value_bytes, "kv_value_bytes")? {
+        limits.kv.max_value_bytes = usize::try_from(n).unwrap_or(usize::MAX);
+    }
+    Ok(limits)
+}
+
+fn seconds(value: &Spanned<f64>) -> Result<Duration, String> {
+    let s = *value.get_ref();
+    if s > 0.0 && s.is_finite() && s <= 86_400.0 {
+        Ok(Duration::from_secs_f64(s))
+    } else {
+        Err("must be a positive number of seconds (at most 86400)".into())
+    }
+}
+
+/// Tenant names appear in log prefixes and metric labels: keep them plain.
+fn valid_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && (bytes[0].is_ascii_lowercase() || bytes[0].is_ascii_digit())
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-' || *b == b'_')
+}
+
+/// The 1-based line of byte `offset` in `text`.
+fn line_of(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<TenantsConfig, TenantsError> {
+        let dir = std::env::temp_dir().join(format!("filerouter-tenants-{}", std::process::id()));
+        for name in ["a", "b"] {
+            std::fs::create_dir_all(dir.join(name)).unwrap();
+        }
+        TenantsConfig::parse("tenants.toml", text, &dir)
+    }
+
+    #[test]
+    fn defaults_then_tenant_sections_override() {
+        let config = parse(
+            "default_tenant = \"b\"\n[server]\nmax_loaded = 3\n[defaults]\ncpu_ms = 200\nmemory_mb = 64\nkv_keys = 10\n\n[tenant.a]\nhosts = [\"a.test\", \"*.a.test\"]\nproject = \"a\"\ncpu_ms = 500\n\n[tenant.b]\nproject = \"b\"\n",
+        )
+        .unwrap();
+        assert_eq!(config.server.max_loaded, 3);
+        assert_eq!(config.default_tenant.as_deref(), Some("b"));
+        let a = &config.tenants[0];
+        assert_eq!(a.name, "a");
+        assert_eq!(a.limits.cpu, Duration::from_millis(500));
+        assert_eq!(a.limits.memory_bytes, 64 << 20);
+        assert_eq!(a.limits.kv.max_keys, 10);
+        assert_eq!(a.hosts.len(), 2);
+        assert!(a.cache_dir.ends_with("a/.cache"));
+        let b = &config.tenants[1];
+        assert_eq!(b.limits.cpu, Duration::from_millis(200));
+        assert!(b.hosts.is_empty());
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        let line = |text: &str| parse(text).unwrap_err().line;
+        assert_eq!(
+            line("[tenant.a]\nproject = \"a\"\nhosts = [\"a.test\"]\nbogus = 1\n"),
+            4
+        );
+        assert_eq!(line("[defaults]\n\ncpu_ms = \"fast\"\n"), 3);
+        assert_eq!(line("[defaults]\nconcurrency = 0\n"), 2);
+        assert_eq!(
+            line(
+                "[tenant.a]\nproject = \"a\"\nhosts = [\"a.test\"]\n[tenant.b]\nproject = \"b\"\nhosts = [\"A.TEST.\"]\n"
+            ),
+            6
+        );
+        assert_eq!(
+            line(
+                "[tenant.a]\nproject = \"a\"\nhosts = [\"*.a.test\"]\n[tenant.b]\nproject = \"b\"\nhosts = [\"*.x.a.test\"]\n"
+            ),
+            6
+        );
+        assert_eq!(
+            line("[tenant.a]\nproject = \"zzz\"\nhosts = [\"a.test\"]\n"),
+            2
+        );
+        assert_eq!(line("[tenant.a]\nproject = \"a\"\n"), 1);
+        assert_eq!(
+            line("\n[tenant.Bad]\nproject = \"a\"\nhosts = [\"a.test\"]\n"),
+            2
+        );
+        let error = parse("[tenant.a]\nhosts = [\"a.test\"]\n").unwrap_err();
+        assert!(error.message.contains("project"), "{error}");
+        // A tenant's own overlapping hosts are fine.
+        parse("[tenant.a]\nproject = \"a\"\nhosts = [\"*.a.test\", \"x.a.test\"]\n").unwrap();
+    }
+}
