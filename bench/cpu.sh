@@ -12,11 +12,12 @@
 # endpoint. Before and after it, /proc/PID/stat of the server and of all its descendants (the
 # uvicorn workers) gives CPU time (utime + stime) and minor and major page faults; each is
 # divided by the requests wrk completed. CPU time survives a busy machine better than req/s,
-# which is printed beside it. "pages restored" is, for filerouter, the private (written) pages
-# of the sandbox's linear-memory slots after a one-connection load of the same endpoint on a
-# fresh server: one slot serves it, and the host copies each of those pages back from the
-# snapshot after every request (with PAGEMAP_SCAN: the pages the slot's requests wrote;
-# without: the first megabytes, written or not).
+# which is printed beside it. "pages restored" is, for filerouter, what the memory reset copies
+# back from the snapshot after every request, read after a one-connection load of the same
+# endpoint on a fresh server (the largest over the slots): with PAGEMAP_SCAN, the pages the
+# kernel reports to wasmtime's own query (PAGEMAP_SCAN on the server's pagemap: written, not a
+# file page, not the zero page); without it (the -copy row, and the previous binary, whose
+# wasmtime 48 ran with pagemap_scan off), the first 32 MiB of the slot, written or not.
 # Knobs: DURATION (10s), CONNS (32), RUNS (3: the median is printed), ENDPOINTS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -71,31 +72,50 @@ counters() {
 # Pages of one sandbox memory slot that are private to it (written since mapped from the
 # snapshot): the snapshot image's mapping (memfd) and the read-write mappings around it. The
 # largest over all slots is printed.
-restored_pages() {
-  python3 - "$1" <<'PY'
-import re, struct, sys
-pid = sys.argv[1]
+restored_pages() { # PID scan|copy
+  python3 - "$1" "$2" <<'PY'
+import ctypes, fcntl, re, struct, sys
+pid, mode = sys.argv[1], sys.argv[2]
 vmas = []
 for line in open(f"/proc/{pid}/maps"):
     m = re.match(r"([0-9a-f]+)-([0-9a-f]+) (\S+) \S+ \S+ \S+\s*(.*)", line)
     vmas.append((int(m.group(1), 16), int(m.group(2), 16), m.group(3), m.group(4)))
 pagemap = open(f"/proc/{pid}/pagemap", "rb")
+PAGEMAP_SCAN = (3 << 30) | (96 << 16) | (ord("f") << 8) | 16
+WRITTEN, FILE, PFNZERO = 2, 4, 32
+def written(lo, hi):
+    # wasmtime's own question: written, and neither a file (snapshot) page nor the zero page
+    vec = (ctypes.c_uint64 * (3 * 512))()
+    pages, start = 0, lo
+    while start < hi:
+        arg = bytearray(struct.pack("<12Q", 96, 0, start, hi, 0, ctypes.addressof(vec), 512, 0,
+                                    FILE | PFNZERO, WRITTEN | FILE | PFNZERO, 0, 0))
+        n = fcntl.ioctl(pagemap.fileno(), PAGEMAP_SCAN, arg)
+        pages += sum((vec[3 * k + 1] - vec[3 * k]) // 4096 for k in range(n))
+        walk_end = struct.unpack("<12Q", bytes(arg))[4]
+        if walk_end <= start:
+            break
+        start = walk_end
+    return pages
 best = 0
 for i, (a, b, perms, name) in enumerate(vmas):
-    if "wasm-memory-image" not in name:
+    # the slot's copy-on-write mapping of the memory image: of the compiled guest's file
+    # (*.cwasm) or of a memfd
+    image = name.replace(" (deleted)", "")
+    if perms != "rw-p" or not ("wasm-memory-image" in image or image.endswith(".cwasm")):
         continue
     lo, hi = a, b
     j = i - 1
-    while j >= 0 and vmas[j][1] == lo and vmas[j][2] == "rw-p":
+    while j >= 0 and vmas[j][1] == lo and vmas[j][2] == "rw-p" and not vmas[j][3]:
         lo = vmas[j][0]; j -= 1
     j = i + 1
-    while j < len(vmas) and vmas[j][0] == hi and vmas[j][2] == "rw-p":
+    while j < len(vmas) and vmas[j][0] == hi and vmas[j][2] == "rw-p" and not vmas[j][3]:
         hi = vmas[j][1]; j += 1
-    pagemap.seek(lo // 4096 * 8)
-    entries = struct.unpack(f"<{(hi - lo) // 4096}Q", pagemap.read((hi - lo) // 4096 * 8))
-    # present or swapped, and not a file (snapshot) page
-    private = sum(1 for e in entries if (e >> 63 & 1 or e >> 62 & 1) and not e >> 61 & 1)
-    best = max(best, private)
+    if mode == "copy":
+        # without PAGEMAP_SCAN the reset copies the first 32 MiB of the slot, written or not
+        best = max(best, min(hi - lo, 32 << 20) // 4096)
+    else:
+        best = max(best, written(lo, hi))
 print(best)
 PY
 }
@@ -115,7 +135,7 @@ measure() { # label command...
     if [[ "$label" == filerouter* ]]; then
       start "$@"
       wrk -t1 -c1 -d3s "http://127.0.0.1:$PORT$path" >/dev/null
-      restored="$(restored_pages "$SERVER")"
+      restored="$(restored_pages "$SERVER" "$([[ "$label" == *-copy || "$label" == *-previous ]] && echo copy || echo scan)")"
       stop
     fi
     start "$@"

@@ -56,6 +56,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let sandbox = Sandbox::new(engine, Some(&routes_dir), settings.limits(), queue)?;
     let sandbox = sandbox
         .with_plugins(crate::plugins::load_in_background(&root, &settings.plugins).await?)?;
+    let prepared = sandbox.prepare_slots().await;
+    tracing::info!("sandbox: {prepared} instance slots prepared");
     let project = Project::load(&root, &sandbox, None).await;
     for error in &project.scan_errors {
         tracing::error!("{error}");

@@ -87,6 +87,9 @@ async fn serve(args: RunArgs, root: PathBuf, dir: PathBuf) -> anyhow::Result<()>
         );
     }
 
+    let prepared = loaded.app.current().sandbox.prepare_slots().await;
+    tracing::info!("sandbox: {prepared} instance slots prepared");
+
     let listener = super::listen(&settings.server, args.host, args.port).await?;
     let address = listener.local_addr().context("no local address")?;
     let drain = settings.limits().wall.min(Duration::from_secs(30)) + Duration::from_secs(1);

@@ -50,6 +50,8 @@ struct EngineInner {
     engine: Engine,
     /// One permit per pooling-allocator slot: a call waits here rather than fail to allocate.
     slots: tokio::sync::Semaphore,
+    /// How many instances may be live at once (the number of permits).
+    max_instances: usize,
 }
 
 /// One project's guest: a component compiled for a [`SandboxEngine`] (the built-in guest, or a
@@ -73,6 +75,7 @@ impl SandboxEngine {
             inner: Arc::new(EngineInner {
                 engine,
                 slots: tokio::sync::Semaphore::new(max_instances.max(1) as usize),
+                max_instances: max_instances.max(1) as usize,
             }),
         })
     }
@@ -165,6 +168,11 @@ impl SandboxEngine {
 
     pub fn engine(&self) -> &Engine {
         &self.inner.engine
+    }
+
+    /// How many instances may be live at once, all projects together.
+    pub fn max_instances(&self) -> usize {
+        self.inner.max_instances
     }
 
     /// Wait for a free instance slot; the slot is released when the permit is dropped.

@@ -22,6 +22,7 @@ mod limits;
 pub mod output;
 pub mod reset;
 mod services;
+pub mod slots;
 pub mod snapshot;
 
 use std::{
@@ -244,6 +245,49 @@ impl Sandbox {
             plugins,
             self.inner.queue.clone(),
         )
+    }
+
+    /// Before the first request: make an instance in every slot this sandbox may use at once,
+    /// so that each slot holds the snapshot, and fill in the slots' page tables, so that the
+    /// memory reset restores only what requests write (see [`slots`]). Only where the reset
+    /// scans for written pages; returns how many slots were populated.
+    pub async fn prepare_slots(&self) -> usize {
+        if !reset::policy().is_ok_and(|policy| policy.scans()) {
+            return 0;
+        }
+        let inner = &self.inner;
+        let engine = inner.guest.engine();
+        let mut live = Vec::with_capacity(engine.max_instances());
+        for _ in 0..engine.max_instances() {
+            let permit = engine.slot().await;
+            let state = CallState::new(
+                WasiCtxBuilder::new().build(),
+                inner.limits.memory_bytes,
+                inner.kv.clone(),
+            );
+            let mut store = Store::new(engine.engine(), state);
+            store.limiter(|state| &mut state.limits);
+            // Instantiating runs no project code; the deadline only bounds the unexpected.
+            store.set_epoch_deadline(1000);
+            match inner.pre.instantiate_async(&mut store).await {
+                Ok(_) => live.push((permit, store)),
+                Err(e) => {
+                    tracing::debug!("preparing sandbox slots: {e:#}");
+                    break;
+                }
+            }
+        }
+        let populated = tokio::task::spawn_blocking(slots::populate).await;
+        // Dropping the instances resets their slots: nothing was written, nothing to copy.
+        drop(live);
+        match populated {
+            Ok(Ok(n)) => n,
+            Ok(Err(e)) => {
+                tracing::info!("sandbox slots not populated (MADV_POPULATE_READ: {e})");
+                0
+            }
+            Err(_) => 0,
+        }
     }
 
     /// The project's plugins.
