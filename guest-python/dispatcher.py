@@ -15,6 +15,7 @@ import pipeline
 import preload  # noqa: F401  (puts the standard library set into the snapshot)
 import project
 import settings
+import warmup
 import wit_text
 from componentize_py_types import Err
 from filerouter.exceptions import NoHandlerError
@@ -93,6 +94,13 @@ class Guest(exports.Guest):
             project.bake(files, routes, root_files, packages)
         except BaseException as exc:
             raise Err(project.error_report(exc)) from None
+        # The request path, specialized and with its caches filled, into the snapshot. Only
+        # speed depends on it: a failure (a package that patched the standard library, say)
+        # leaves a snapshot as correct as without it.
+        try:
+            warmup.run(_to_wit)
+        except Exception:  # noqa: BLE001
+            pass
 
     def handle(self, request, target, root_files):
         _start_instance()

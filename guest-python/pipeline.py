@@ -50,6 +50,12 @@ def run(request, target, sources):
     return LOOP.run_until_complete(_run(request, target, sources))
 
 
+def route_response(request, target):
+    """The `Response` of the route handler `target` (a `RouteTarget`) alone, without
+    middleware: the build's warm-up (`warmup`), which must run no project code."""
+    return LOOP.run_until_complete(_route(request, target))
+
+
 async def _run(request, target, sources):
     middleware = project.load_root("middleware.py", sources)
 
