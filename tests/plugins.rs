@@ -681,7 +681,9 @@ def GET(request, mode: str):
 
 #[test]
 fn a_trap_answers_like_an_exception_and_limits_hold() {
-    let config = format!("{GRANTS_KV}\nsandbox = {{'memory_mb': 96, 'timeout_s': 2}}\n");
+    // A CPU limit far below the wall-clock one: a loop in a plugin is stopped by the CPU limit.
+    let config =
+        format!("{GRANTS_KV}\nsandbox = {{'memory_mb': 96, 'cpu_ms': 500, 'wall_s': 60}}\n");
     let project = project_with_probe(&config, &[("routes/trap/route.py", TRAP_ROUTE)]);
     let server = Server::dev(&project);
 
@@ -714,8 +716,23 @@ fn a_trap_answers_like_an_exception_and_limits_hold() {
         "{body}"
     );
 
-    let response = server.get("/trap?mode=spin");
+    let response = server
+        .request("GET", "/trap?mode=spin")
+        .header("accept", "application/json")
+        .send()
+        .unwrap();
     assert_eq!(response.status(), 504);
+    assert_eq!(
+        response.text().unwrap(),
+        r#"{"detail":"Handler timed out"}"#
+    );
+    assert!(
+        support::eventually(std::time::Duration::from_secs(10), || server
+            .log()
+            .contains("of CPU time")),
+        "the log should name the CPU limit:\n{}",
+        server.log()
+    );
     // The server still serves.
     assert_eq!(server.get("/trap?mode=caught").status(), 200);
 }

@@ -1,6 +1,6 @@
 //! One request's plugin calls: each plugin's instance is made on its first call in the request
-//! (its own `Store`, under the request's memory budget and deadline) and dropped with the
-//! request. A plugin the request never calls costs nothing.
+//! (its own `Store`, under the request's memory budget, CPU budget and deadline) and dropped
+//! with the request. A plugin the request never calls costs nothing.
 //!
 //! This is the host side of `plugins.describe` and `plugins.call` (`wit/filerouter.wit`); the
 //! route guest's `CallState` holds one `Session`.
@@ -19,6 +19,7 @@ use crate::{
         MemoryLimiter, PluginCallError as CallError, PluginFunctionInfo, PluginNode as Node,
         output::GuestOutput,
     },
+    scheduler::{Budget, Verdict},
 };
 
 /// A plugin instance living for the rest of the request.
@@ -33,6 +34,9 @@ pub struct Session {
     /// Shared with the route's instance: plugin memory counts against the request's cap.
     budget: Option<MemoryLimiter>,
     deadline: Instant,
+    /// The request's time budget in the scheduler: plugin code counts against its CPU limit
+    /// and may be stopped at any epoch tick, like route code.
+    time: Option<Budget>,
     kv: Arc<KvStore>,
     /// Where the plugins' stdout and stderr go: the request's captured output.
     output: Option<GuestOutput>,
@@ -45,6 +49,7 @@ impl Default for Session {
             plugins: Plugins::default(),
             budget: None,
             deadline: Instant::now(),
+            time: None,
             kv: Arc::default(),
             output: None,
             live: HashMap::new(),
@@ -65,10 +70,18 @@ impl Session {
             plugins,
             budget: Some(budget),
             deadline,
+            time: None,
             kv,
             output: None,
             live: HashMap::new(),
         }
+    }
+
+    /// Count the plugins' time against the request's `budget` (its CPU limit, and yielding
+    /// to a tenant that used less CPU), checked at every epoch tick of a plugin's store.
+    pub fn with_time(mut self, budget: Budget) -> Self {
+        self.time = Some(budget);
+        self
     }
 
     /// Send the plugins' stdout and stderr to `output` (the request's, logged with it).
@@ -165,7 +178,8 @@ impl Session {
                 None => MemoryLimiter::new(crate::sandbox::Limits::default().memory_bytes),
             };
             let io = (self.kv.clone(), self.output.clone());
-            match start(&plugin, budget, self.deadline, io).await {
+            let time = (self.deadline, self.time.clone());
+            match start(&plugin, budget, time, io).await {
                 Ok(live) => {
                     self.live.insert(name.to_string(), live);
                 }
@@ -229,11 +243,12 @@ impl Session {
     }
 }
 
-/// A fresh instance of `plugin` in a store of its own, under `budget` and `deadline`.
+/// A fresh instance of `plugin` in a store of its own, under the memory `budget`, the
+/// `deadline` and the request's time budget.
 async fn start(
     plugin: &Plugin,
     budget: MemoryLimiter,
-    deadline: Instant,
+    (deadline, time): (Instant, Option<Budget>),
     (kv, output): (Arc<KvStore>, Option<GuestOutput>),
 ) -> wasmtime::Result<Live> {
     let state = PluginState::new(
@@ -249,10 +264,13 @@ async fn start(
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |_| {
         if Instant::now() >= deadline {
-            Ok(UpdateDeadline::Interrupt)
-        } else {
-            Ok(UpdateDeadline::Yield(1))
+            return Ok(UpdateDeadline::Interrupt);
         }
+        Ok(match time.as_ref().map(Budget::tick) {
+            Some(Verdict::Stop) => UpdateDeadline::Interrupt,
+            Some(Verdict::Continue) => UpdateDeadline::Continue(1),
+            Some(Verdict::Yield) | None => UpdateDeadline::Yield(1),
+        })
     });
     let instance = plugin.pre.instantiate_async(&mut store).await?;
     Ok(Live { store, instance })

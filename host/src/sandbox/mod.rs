@@ -456,8 +456,8 @@ impl Inner {
             output: output.clone(),
             label,
         };
-        // Plugins run in stores of their own, stopped at the wall-clock limit; their CPU is
-        // counted in this call's (they run in its polls).
+        // Plugins run in stores of their own under this call's budget: their CPU is counted
+        // in this call's (they run in its polls) and their epoch ticks ask the same budget.
         let deadline = Instant::now() + limits.wall;
         let mut state = CallState::new(wasi.build(), limits.memory_bytes, self.kv.clone());
         state.plugins = crate::plugins::Session::new(
@@ -466,6 +466,7 @@ impl Inner {
             deadline,
             self.kv.clone(),
         )
+        .with_time(budget.clone())
         .with_output(output.clone());
         let mut store = Store::new(self.guest.engine().engine(), state);
         store.limiter(|state| &mut state.limits);
