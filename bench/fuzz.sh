@@ -29,7 +29,12 @@ for tool in target/guest-tools/venv-*/bin/componentize-py; do
 done
 
 cd fuzz
-cargo fuzz build -O --sanitizer none $TARGETS 2>&1 | tail -n 3
+# `cargo fuzz build` takes one target or none (all of them).
+if [ "$(wc -w <<<"$TARGETS")" -eq 1 ]; then
+  cargo fuzz build -O --sanitizer none "$TARGETS" 2>&1 | tail -n 3
+else
+  cargo fuzz build -O --sanitizer none 2>&1 | tail -n 3
+fi
 status=0
 for target in $TARGETS; do
   corpus="$ROOT/target/fuzz-corpus/$target"

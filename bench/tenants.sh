@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Benchmark: many tenants in one `filerouter run --tenants` process, on this machine.
 #
+#   BUILD_ONLY=1 bench/tenants.sh                  # the projects, once (slow: builds)
 #   flock /work/bench.lock bench/tenants.sh        # TENANTS=100 by default
 #
 # 1. Generates TENANTS distinct projects (target/bench-tenants/tNNN: a `/` route, a CPU loop
@@ -15,7 +16,8 @@
 #      floods `/cpu?ms=100` (a 100 ms CPU loop) with FLOOD connections (default: twice its
 #      concurrency cap, so it runs at full concurrency with a queue behind); and how A's
 #      requests were answered (200 / 503) meanwhile.
-# Knobs: TENANTS, COLD, DURATION, FLOOD, CONCURRENCY (tenants' concurrency cap), QUEUE.
+# Knobs: TENANTS, COLD, DURATION, FLOOD, CONCURRENCY (tenants' concurrency cap), QUEUE;
+# BUILD_ONLY=1 stops after step 1 (build the projects outside the benchmark lock, then measure).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
@@ -49,6 +51,7 @@ export -f gen; export WORK BIN
 started=$(date +%s)
 seq -f 't%03g' 0 $((N - 1)) | xargs -P 2 -I{} bash -c 'gen {}'
 echo "# projects ready ($(( $(date +%s) - started )) s)" >&2
+[ -n "${BUILD_ONLY:-}" ] && exit 0
 
 CONFIG="$WORK/tenants.toml"
 {
@@ -63,11 +66,15 @@ OUT="$(mktemp -d)"
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true; rm -rf "$OUT"' EXIT
 for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$ADMIN_PORT/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
-rss_mib() { awk '/VmRSS/ {printf "%.0f", $2 / 1024}' "/proc/$SERVER/status"; }
+# RSS, and its parts: anonymous memory, and pages of mapped files (the tenants' native code and
+# snapshot images, mapped from $FILEROUTER_CACHE_DIR/native: page cache the kernel can drop).
+rss_mib() {
+  awk '/^VmRSS/ {t=$2} /^RssAnon/ {a=$2} /^RssFile/ {f=$2} END {printf "%.0f MiB (anonymous %.0f, mapped files %.0f)", t/1024, a/1024, f/1024}' "/proc/$SERVER/status"
+}
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$SERVER/stat"; }
 HZ=$(getconf CLK_TCK)
 echo "== $N tenants, one process (pid $SERVER) ==" >&2
-echo "RSS with no tenant loaded: $(rss_mib) MiB"
+echo "RSS with no tenant loaded: $(rss_mib)"
 
 # 2. Cold first answers.
 times=()
@@ -82,7 +89,7 @@ printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {printf "cold tenant
 for i in $(seq -f '%03g' "$COLD" $((N - 1))); do
   curl -fsS -o /dev/null -H "Host: t$i.bench" "http://127.0.0.1:$PORT/"
 done
-echo "RSS with all $N tenants loaded: $(rss_mib) MiB"
+echo "RSS with all $N tenants loaded: $(rss_mib)"
 
 # 3. Steady load over all tenants.
 cat > "$OUT/rotate.lua" <<LUA
@@ -100,7 +107,7 @@ rps=$(awk '/Requests\/sec/ {print $2}' "$OUT/steady.txt")
 non2xx=$(awk '/Non-2xx/ {print $NF}' "$OUT/steady.txt")
 awk -v r="$rps" -v q="$reqs" -v t=$((after - before)) -v hz="$HZ" -v bad="${non2xx:-0}" \
   'BEGIN {printf "steady, all tenants in turn (wrk -c32): %.0f req/s, %.2f ms CPU per request, non-2xx %s\n", r, t * 1000 / hz / q, bad}'
-echo "RSS after the steady run: $(rss_mib) MiB"
+echo "RSS after the steady run: $(rss_mib)"
 
 # 4. Noisy neighbour: B alone, then B while A floods 100 ms CPU loops.
 latency() { awk '/^ +50%/ {p50=$2} /^ +99%/ {p99=$2} END {print p50, p99}' "$1"; }
@@ -114,4 +121,4 @@ wait $FLOODER
 echo "tenant B while A floods (A: wrk -c$FLOOD on /cpu?ms=100, cap $CONCURRENCY): p50/p99 $(latency "$OUT/noisy.txt"), $(awk '/Requests\/sec/ {print $2}' "$OUT/noisy.txt") req/s, B non-2xx: $(awk '/Non-2xx/ {print $NF}' "$OUT/noisy.txt")"
 echo "tenant A during the flood: $(awk '/requests in/ {print $1}' "$OUT/flood.txt") answers, non-2xx (503 queue full): $(awk '/Non-2xx/ {print $NF}' "$OUT/flood.txt")"
 curl -s "http://127.0.0.1:$ADMIN_PORT/metrics" | grep -E '^filerouter_(requests_total|tenant_rejected_total|tenant_cpu_seconds_total)\{tenant="t00[01]"' || true
-echo "RSS at the end: $(rss_mib) MiB"
+echo "RSS at the end: $(rss_mib)"
