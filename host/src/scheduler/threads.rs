@@ -80,7 +80,6 @@ impl Threads {
                 .name(format!("filerouter-guest-{n}"))
                 .spawn(move || {
                     let _entered = runtime.as_ref().map(|r| r.enter());
-                    lower_priority();
                     threads.work();
                 });
             if let Err(e) = spawned {
@@ -185,31 +184,6 @@ impl Threads {
     fn work(&self) {
         while let Some(task) = self.next() {
             task.run();
-        }
-    }
-}
-
-/// How much less CPU priority guest threads have than the async threads (a nice value).
-const GUEST_NICENESS: libc::c_int = 10;
-
-/// Give the calling guest thread a lower CPU priority than the async threads that accept
-/// connections and read and write requests, so that on a busy machine a request's I/O is never
-/// queued behind guest code (which is shared out by [`super::Budget::tick`] anyway). Best
-/// effort: if the system refuses, the thread keeps the process's priority.
-fn lower_priority() {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: gettid and setpriority have no memory-safety preconditions; on Linux,
-        // PRIO_PROCESS with a thread id changes that thread only.
-        let result = unsafe {
-            let tid = libc::gettid();
-            libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, GUEST_NICENESS)
-        };
-        if result != 0 {
-            tracing::debug!(
-                "could not lower a guest thread's priority: {}",
-                std::io::Error::last_os_error()
-            );
         }
     }
 }
