@@ -30,8 +30,9 @@
 //!
 //! **Fairness.** Each queue has an account of the CPU its calls used, charged as they run
 //! (not when they end). When an instance is free, the waiting call of the queue with the
-//! smallest account goes first (a queue that was idle starts level with the busiest active
-//! one, so idling banks no credit); within a queue, strictly first in, first out. A free guest
+//! smallest account goes first (a queue that was idle starts from the scheduler's virtual clock,
+//! the smallest active account, never going back, less 10 ms: idling banks no credit, and a
+//! light tenant's request still counts as poorer than a busy tenant's at once); within a queue, strictly first in, first out. A free guest
 //! thread likewise takes the ready call of the poorest queue, and a running guest yields at
 //! its next epoch tick when a call of a queue that used clearly less CPU (5 ms) is waiting for
 //! a thread. Calls of one queue never preempt each other: they run to completion, giving up
@@ -156,7 +157,16 @@ struct State {
     next_id: u64,
     next_waiter: u64,
     queues: HashMap<u64, Entry>,
+    /// The scheduler's virtual time: the smallest account among the active queues, never
+    /// going back, and kept while none is active. A queue that wakes starts from it (less
+    /// [`WAKE_CREDIT`]), so time spent idle banks no credit, whoever else ran meanwhile.
+    clock: u64,
 }
+
+/// How far behind the virtual clock a waking queue starts: enough that a light tenant's
+/// request is "clearly poorer" than a busy tenant's at once (and takes a thread at once),
+/// too little to matter as banked credit.
+const WAKE_CREDIT: Duration = Duration::from_millis(10);
 
 struct Entry {
     shared: Arc<QueueShared>,
@@ -176,7 +186,8 @@ struct Waiter {
 /// What a queue's running calls update without the scheduler's lock.
 pub(crate) struct QueueShared {
     name: String,
-    /// The fairness account: CPU used, raised to the busiest active queue's when it wakes.
+    /// The fairness account: CPU used, raised to the virtual clock (less the wake credit) when
+    /// the queue wakes.
     vtime: AtomicU64,
     /// CPU used, in nanoseconds.
     cpu: AtomicU64,
@@ -211,6 +222,7 @@ impl Scheduler {
                     next_id: TOOLING + 1,
                     next_waiter: 0,
                     queues,
+                    clock: 0,
                 }),
                 threads: Threads::start(cores()),
             }),
@@ -362,14 +374,23 @@ impl State {
         }
     }
 
-    /// The account an idle queue starts from: the smallest of the active queues'.
-    fn floor(&self, except: u64) -> u64 {
-        self.queues
-            .iter()
-            .filter(|(id, e)| **id != except && e.active())
-            .map(|(_, e)| e.shared.vtime())
+    /// Move the virtual clock up to the smallest account among the active queues.
+    fn advance_clock(&mut self) {
+        if let Some(least) = self
+            .queues
+            .values()
+            .filter(|e| e.active())
+            .map(|e| e.shared.vtime())
             .min()
-            .unwrap_or(0)
+        {
+            self.clock = self.clock.max(least);
+        }
+    }
+
+    /// The account a waking queue starts from (at least): the virtual clock, less the credit.
+    fn floor(&mut self) -> u64 {
+        self.advance_clock();
+        self.clock.saturating_sub(WAKE_CREDIT.as_nanos() as u64)
     }
 }
 
@@ -402,7 +423,7 @@ impl Queue {
         let scheduler = &handle.scheduler;
         let (rx, waiter) = {
             let mut state = scheduler.lock();
-            let floor = state.floor(handle.id);
+            let floor = state.floor();
             let workers = state.workers;
             let free = state.running < workers;
             let next_waiter = state.next_waiter;
@@ -412,7 +433,7 @@ impl Queue {
                 });
             };
             if !entry.active() {
-                // Waking up: start level with the others, not with credit saved while idle.
+                // Waking up: start from the virtual clock, not with credit saved while idle.
                 entry.shared.vtime.fetch_max(floor, Relaxed);
             }
             if free
@@ -517,6 +538,8 @@ impl Drop for Turn {
             return;
         }
         let mut state = self.scheduler.lock();
+        // Before this queue may go idle: the clock keeps up with it if it ran alone.
+        state.advance_clock();
         state.running -= 1;
         if let Some(entry) = state.queues.get_mut(&self.id) {
             entry.running -= 1;

@@ -95,7 +95,29 @@ async fn an_idle_queue_banks_no_credit() {
     let _running = busy.turn().await.unwrap();
     busy.handle.shared.charge(5_000_000_000);
     let _turn = idle.turn().await.unwrap();
-    assert_eq!(idle.handle.shared.vtime(), busy.handle.shared.vtime());
+    // Level with the busy one, less the small wake credit.
+    assert_eq!(
+        idle.handle.shared.vtime(),
+        busy.handle.shared.vtime() - WAKE_CREDIT.as_nanos() as u64
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_queue_that_slept_while_another_ran_alone_starts_from_the_clock() {
+    let scheduler = Scheduler::new(4);
+    let a = scheduler.queue("a", TWO);
+    let b = scheduler.queue("b", TWO);
+    // A runs alone for five seconds of CPU, then goes idle: nobody is active.
+    let running = a.turn().await.unwrap();
+    a.handle.shared.charge(5_000_000_000);
+    drop(running);
+    // B, idle all along, must not get five seconds of priority over A for it.
+    let _turn = b.turn().await.unwrap();
+    let credit = WAKE_CREDIT.as_nanos() as u64;
+    assert_eq!(b.handle.shared.vtime(), 5_000_000_000 - credit);
+    // And A waking now keeps its own account (it is ahead of the clock less the credit).
+    let _again = a.turn().await.unwrap();
+    assert_eq!(a.handle.shared.vtime(), 5_000_000_000);
 }
 
 async fn eventually(mut check: impl FnMut() -> bool) -> bool {
