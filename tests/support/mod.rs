@@ -182,20 +182,7 @@ impl Server {
         if args.first() == Some(&"dev") {
             command.env("RUST_LOG", "info");
         }
-        for (k, v) in env {
-            command.env(k, v);
-        }
-        let mut child = command.spawn().expect("start filerouter");
-        let output = Arc::new(Mutex::new(Vec::new()));
-        let (tx, rx) = mpsc::channel();
-        pump(child.stdout.take().unwrap(), output.clone(), Some(tx));
-        pump(child.stderr.take().unwrap(), output.clone(), None);
-        let base = wait_for_banner(&rx, &mut child, &output, wait);
-        Server {
-            child,
-            base,
-            output,
-        }
+        Server::launch(command, env, wait)
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -342,16 +329,9 @@ pub fn json(response: Response) -> serde_json::Value {
 }
 
 impl Server {
-    /// `filerouter ARGS --port 0`, waiting up to `wait` for the banner.
-    pub fn start(args: &[&str], env: &[(&str, &str)], wait: Duration) -> Server {
-        let mut command = Command::new(binary());
-        command
-            .args(args)
-            .args(["--port", "0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .env_remove("RUST_LOG")
-            .env_remove("FILEROUTER_CACHE_KEY");
+    /// Start `command` (filerouter with its arguments) with `env` added, and wait up to `wait`
+    /// for its banner.
+    fn launch(mut command: Command, env: &[(&str, &str)], wait: Duration) -> Server {
         for (k, v) in env {
             command.env(k, v);
         }
@@ -366,5 +346,18 @@ impl Server {
             base,
             output,
         }
+    }
+
+    /// `filerouter ARGS --port 0`, waiting up to `wait` for the banner.
+    pub fn start(args: &[&str], env: &[(&str, &str)], wait: Duration) -> Server {
+        let mut command = Command::new(binary());
+        command
+            .args(args)
+            .args(["--port", "0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .env_remove("RUST_LOG")
+            .env_remove("FILEROUTER_CACHE_KEY");
+        Server::launch(command, env, wait)
     }
 }
