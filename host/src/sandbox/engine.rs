@@ -21,7 +21,10 @@ use wasmtime::{
     component::{Component, InstancePre, Linker},
 };
 
-use super::guest;
+use super::{
+    compiled_functions::{self, CompiledFunctions},
+    guest,
+};
 
 /// How often the epoch advances: the granularity of the time limit and of CPU-bound yields.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -149,9 +152,11 @@ impl SandboxEngine {
     /// [`SandboxEngine::baked_guest`] reads.
     pub fn precompile(wasm: &[u8]) -> Result<Vec<u8>, EngineError> {
         let engine = new_engine(1)?;
-        engine
+        let compiled = engine
             .precompile_component(wasm)
-            .map_err(|e| EngineError::Compile(format!("{e:#}")))
+            .map_err(|e| EngineError::Compile(format!("{e:#}")));
+        prune_compiled_functions();
+        compiled
     }
 
     /// Something that makes every running guest of this engine reach its epoch check now (and
@@ -253,7 +258,23 @@ fn config(max_instances: u32) -> Result<Config, EngineError> {
         .epoch_interruption(true)
         .cranelift_opt_level(OptLevel::Speed)
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    config
+        .enable_incremental_compilation(Arc::new(compiled_functions()))
+        .map_err(|e| EngineError::Config(format!("{e:#}")))?;
     Ok(config)
+}
+
+/// Cranelift's store of compiled functions (see [`CompiledFunctions`]).
+fn compiled_functions() -> CompiledFunctions {
+    CompiledFunctions::new(cache_dir().join("functions"))
+}
+
+/// Keep the store of compiled functions within its bound after a compilation.
+fn prune_compiled_functions() {
+    let removed = compiled_functions().prune(compiled_functions::LIMIT_BYTES);
+    if removed > 0 {
+        tracing::debug!("removed {removed} least recently used compiled functions");
+    }
 }
 
 /// Where compiled guests are cached.
@@ -293,6 +314,7 @@ fn load_component(engine: &Engine) -> Result<Component, EngineError> {
     let compiled = engine
         .precompile_component(&wasm)
         .map_err(|e| EngineError::Compile(format!("{e:#}")))?;
+    prune_compiled_functions();
     if let Err(e) = store_atomically(&dir, &path, &compiled) {
         tracing::warn!(
             "could not cache the compiled guest in {}: {e}",

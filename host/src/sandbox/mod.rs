@@ -16,6 +16,7 @@
 //! This module knows nothing about HTTP routing; it only runs the guest.
 
 mod bindings;
+mod compiled_functions;
 pub mod engine;
 mod guest;
 mod limits;

@@ -1,0 +1,185 @@
+//! Compiled functions kept between compilations: Cranelift's incremental cache, on disk under
+//! `$FILEROUTER_CACHE_DIR/functions/`.
+//!
+//! A project's snapshot differs from the built-in guest, and one build from the next, only in
+//! its data (the heap baked at import time), never in its code: CPython's ten thousand
+//! functions compile to the same machine code every time. Cranelift keys each function by a
+//! hash of its IR and the compiler's settings and version; a function found here skips
+//! optimisation, register allocation and emission. The first compilation on a machine (the
+//! built-in guest, at first start) fills the store; every `filerouter build` after it compiles
+//! only what changed.
+//!
+//! An entry is one file, named by a BLAKE3 hash of the key, holding the value followed by a
+//! BLAKE3 hash of key and value: an entry that does not match (a torn write, a disk error) is
+//! a miss and is compiled again, never used. Writes go to a temporary file renamed into place,
+//! so concurrent builds never see half an entry.
+//!
+//! Each build adds a few hundred entries of its own (about 3 MB; the built-in guest's are
+//! about 70 MB), so the store is bounded: [`CompiledFunctions::prune`], after a compilation,
+//! removes the least recently used entries (a hit refreshes an entry's modification time)
+//! while the folder holds more than [`LIMIT_BYTES`].
+//!
+//! Not here: which artifacts are cached whole (`engine`: the compiled built-in guest and each
+//! build's native code).
+
+use std::{
+    borrow::Cow,
+    fs,
+    io::Write,
+    path::{Path, PathBuf},
+    sync::atomic::{AtomicU64, Ordering},
+};
+
+use wasmtime::CacheStore;
+
+/// The on-disk store of compiled functions in one folder.
+#[derive(Debug)]
+pub struct CompiledFunctions {
+    dir: PathBuf,
+}
+
+const HASH_LEN: usize = blake3::OUT_LEN;
+
+/// The most the store keeps on disk after [`CompiledFunctions::prune`].
+pub const LIMIT_BYTES: u64 = 256 << 20;
+
+impl CompiledFunctions {
+    /// The store in `dir` (created on the first insert).
+    pub fn new(dir: PathBuf) -> Self {
+        CompiledFunctions { dir }
+    }
+
+    /// Remove the least recently used entries until the store holds at most `limit` bytes.
+    /// Returns how many entries were removed. Best effort: an entry that cannot be read or
+    /// removed is left alone.
+    pub fn prune(&self, limit: u64) -> usize {
+        let mut entries = Vec::new();
+        let mut total = 0u64;
+        for shard in fs::read_dir(&self.dir).into_iter().flatten().flatten() {
+            for entry in fs::read_dir(shard.path()).into_iter().flatten().flatten() {
+                let Ok(meta) = entry.metadata() else { continue };
+                let used = meta.modified().unwrap_or(std::time::UNIX_EPOCH);
+                total += meta.len();
+                entries.push((used, meta.len(), entry.path()));
+            }
+        }
+        if total <= limit {
+            return 0;
+        }
+        entries.sort_by_key(|(used, _, _)| *used);
+        let mut removed = 0;
+        for (_, len, path) in entries {
+            if total <= limit {
+                break;
+            }
+            if fs::remove_file(&path).is_ok() {
+                total -= len;
+                removed += 1;
+            }
+        }
+        removed
+    }
+
+    fn path(&self, key: &[u8]) -> PathBuf {
+        let name = blake3::hash(key).to_hex();
+        // 256 subfolders: a guest has about 12,000 functions.
+        self.dir.join(&name[..2]).join(&name[2..])
+    }
+
+    fn checksum(key: &[u8], value: &[u8]) -> blake3::Hash {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(&(key.len() as u64).to_le_bytes());
+        hasher.update(key);
+        hasher.update(value);
+        hasher.finalize()
+    }
+
+    fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+        static WRITES: AtomicU64 = AtomicU64::new(0);
+        let dir = path.parent().unwrap_or(Path::new("."));
+        fs::create_dir_all(dir)?;
+        let n = WRITES.fetch_add(1, Ordering::Relaxed);
+        let tmp = dir.join(format!(".tmp-{}-{n}", std::process::id()));
+        let written = fs::File::create(&tmp).and_then(|mut file| file.write_all(bytes));
+        match written.and_then(|()| fs::rename(&tmp, path)) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                Err(e)
+            }
+        }
+    }
+}
+
+impl CacheStore for CompiledFunctions {
+    fn get(&self, key: &[u8]) -> Option<Cow<'_, [u8]>> {
+        let path = self.path(key);
+        let mut bytes = fs::read(&path).ok()?;
+        let value_len = bytes.len().checked_sub(HASH_LEN)?;
+        let stored = blake3::Hash::from_bytes(bytes[value_len..].try_into().ok()?);
+        if Self::checksum(key, &bytes[..value_len]) != stored {
+            return None;
+        }
+        bytes.truncate(value_len);
+        // Used now: the last entry `prune` would remove.
+        if let Ok(file) = fs::File::options().write(true).open(&path) {
+            let _ = file.set_modified(std::time::SystemTime::now());
+        }
+        Some(Cow::Owned(bytes))
+    }
+
+    fn insert(&self, key: &[u8], mut value: Vec<u8>) -> bool {
+        let checksum = Self::checksum(key, &value);
+        value.extend_from_slice(checksum.as_bytes());
+        Self::write(&self.path(key), &value).is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_comes_back_and_a_damaged_one_is_a_miss() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CompiledFunctions::new(dir.path().to_path_buf());
+        assert!(store.get(b"key").is_none());
+        assert!(store.insert(b"key", b"machine code".to_vec()));
+        assert_eq!(store.get(b"key").as_deref(), Some(&b"machine code"[..]));
+        assert!(store.get(b"other key").is_none());
+
+        // Flip one byte of the value, then cut the file short: both are misses.
+        let path = store.path(b"key");
+        let mut bytes = fs::read(&path).unwrap();
+        bytes[0] ^= 1;
+        fs::write(&path, &bytes).unwrap();
+        assert!(store.get(b"key").is_none());
+        fs::write(&path, &bytes[..5]).unwrap();
+        assert!(store.get(b"key").is_none());
+
+        // Inserting again repairs it.
+        assert!(store.insert(b"key", b"machine code".to_vec()));
+        assert_eq!(store.get(b"key").as_deref(), Some(&b"machine code"[..]));
+    }
+
+    #[test]
+    fn pruning_removes_the_least_recently_used_entries_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CompiledFunctions::new(dir.path().to_path_buf());
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        for key in [&b"a"[..], b"b", b"c"] {
+            assert!(store.insert(key, vec![0; 1000]));
+            let file = fs::File::options()
+                .write(true)
+                .open(store.path(key))
+                .unwrap();
+            file.set_modified(old).unwrap();
+        }
+        // A hit makes "a" the most recently used.
+        assert!(store.get(b"a").is_some());
+        assert_eq!(store.prune(10_000), 0);
+        assert_eq!(store.prune(1100), 2);
+        assert!(store.get(b"a").is_some());
+        assert!(store.get(b"b").is_none() && store.get(b"c").is_none());
+    }
+}
