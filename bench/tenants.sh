@@ -12,11 +12,13 @@
 #    - RSS with every tenant loaded (and with none: the process alone);
 #    - steady req/s over all tenants (wrk, a Lua script rotating the Host header) and the
 #      server's CPU time per request (utime + stime from /proc/PID/stat over the wrk run);
-#    - noisy neighbour: tenant B's p50/p99 on `/` alone (wrk -c4), then again while tenant A
-#      floods `/cpu?ms=100` (a 100 ms CPU loop) with FLOOD connections (default: twice its
-#      concurrency cap, so it runs at full concurrency with a queue behind); and how A's
-#      requests were answered (200 / 503) meanwhile.
-# Knobs: TENANTS, COLD, DURATION, FLOOD, CONCURRENCY (tenants' concurrency cap), QUEUE;
+#    - noisy neighbour: tenant B's p50/p99 on `/` alone, then again while tenant A floods
+#      `/cpu?ms=100` (a 100 ms CPU loop) with FLOOD connections (default: twice its concurrency
+#      cap, so it runs at full concurrency with a queue behind); and how A's requests were
+#      answered (200 / 503) meanwhile. B is measured paced (bench/paced.py: RATE req/s for
+#      PACED_S seconds, open loop) and closed loop (wrk -c4).
+# Knobs: TENANTS, COLD, DURATION, FLOOD, CONCURRENCY (tenants' concurrency cap), QUEUE, RATE,
+# PACED_S;
 # BUILD_ONLY=1 stops after step 1 (build the projects outside the benchmark lock, then measure).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +29,8 @@ DURATION="${DURATION:-10s}"
 CONCURRENCY="${CONCURRENCY:-4}"
 FLOOD="${FLOOD:-$((CONCURRENCY * 2))}"
 QUEUE="${QUEUE:-16}"
+RATE="${RATE:-50}"
+PACED_S="${PACED_S:-30}"
 PORT="${PORT:-8720}"
 ADMIN_PORT="${ADMIN_PORT:-8721}"
 
@@ -109,16 +113,25 @@ awk -v r="$rps" -v q="$reqs" -v t=$((after - before)) -v hz="$HZ" -v bad="${non2
   'BEGIN {printf "steady, all tenants in turn (wrk -c32): %.0f req/s, %.2f ms CPU per request, non-2xx %s\n", r, t * 1000 / hz / q, bad}'
 echo "RSS after the steady run: $(rss_mib)"
 
-# 4. Noisy neighbour: B alone, then B while A floods 100 ms CPU loops.
+# 4. Noisy neighbour: B alone, then B while A floods 100 ms CPU loops. B is measured two ways:
+#    - paced (the target's measure): bench/paced.py sends RATE req/s, open loop, so B's latency
+#      is what a steady stream of B's users meets whatever the server does (the client runs at
+#      nice -10: it shares the 2 cores with the flood, and its own delays are not the server's);
+#    - closed loop (wrk -c4): B as greedy as A, using both cores when alone, so it can only get
+#      its fair half of them while A floods.
 latency() { awk '/^ +50%/ {p50=$2} /^ +99%/ {p99=$2} END {print p50, p99}' "$1"; }
+paced() { nice -n -10 python3 bench/paced.py "http://127.0.0.1:$PORT/" --host t001.bench --rate "$RATE" --duration "$PACED_S"; }
+echo "tenant B alone, paced ($RATE req/s): $(paced)"
 wrk -t1 -c4 -d"$DURATION" --latency -H "Host: t001.bench" "http://127.0.0.1:$PORT/" > "$OUT/alone.txt"
-echo "tenant B alone (wrk -c4): p50/p99 $(latency "$OUT/alone.txt"), $(awk '/Requests\/sec/ {print $2}' "$OUT/alone.txt") req/s"
-wrk -t1 -c"$FLOOD" -d"$(( ${DURATION%s} + 6 ))s" -H "Host: t000.bench" "http://127.0.0.1:$PORT/cpu?ms=100" > "$OUT/flood.txt" &
+echo "tenant B alone, closed loop (wrk -c4): p50/p99 $(latency "$OUT/alone.txt"), $(awk '/Requests\/sec/ {print $2}' "$OUT/alone.txt") req/s"
+flood_s=$(( PACED_S + ${DURATION%s} + 6 ))
+wrk -t1 -c"$FLOOD" -d"${flood_s}s" -H "Host: t000.bench" "http://127.0.0.1:$PORT/cpu?ms=100" > "$OUT/flood.txt" &
 FLOODER=$!
 sleep 3
+echo "tenant B while A floods (A: wrk -c$FLOOD on /cpu?ms=100, cap $CONCURRENCY), paced ($RATE req/s): $(paced)"
 wrk -t1 -c4 -d"$DURATION" --latency -H "Host: t001.bench" "http://127.0.0.1:$PORT/" > "$OUT/noisy.txt"
+echo "tenant B while A floods, closed loop (wrk -c4): p50/p99 $(latency "$OUT/noisy.txt"), $(awk '/Requests\/sec/ {print $2}' "$OUT/noisy.txt") req/s, B non-2xx: $(awk '/Non-2xx/ {print $NF}' "$OUT/noisy.txt")"
 wait $FLOODER
-echo "tenant B while A floods (A: wrk -c$FLOOD on /cpu?ms=100, cap $CONCURRENCY): p50/p99 $(latency "$OUT/noisy.txt"), $(awk '/Requests\/sec/ {print $2}' "$OUT/noisy.txt") req/s, B non-2xx: $(awk '/Non-2xx/ {print $NF}' "$OUT/noisy.txt")"
 echo "tenant A during the flood: $(awk '/requests in/ {print $1}' "$OUT/flood.txt") answers, non-2xx (503 queue full): $(awk '/Non-2xx/ {print $NF}' "$OUT/flood.txt")"
 curl -s "http://127.0.0.1:$ADMIN_PORT/metrics" | grep -E '^filerouter_(requests_total|tenant_rejected_total|tenant_cpu_seconds_total)\{tenant="t00[01]"' || true
 echo "RSS at the end: $(rss_mib)"
