@@ -170,19 +170,13 @@ impl Server {
             }
             None => Command::new(binary()),
         };
-        command
-            .args(args)
-            .arg("--project")
-            .arg(project)
-            .args(["--port", "0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .env_remove("RUST_LOG")
-            .env_remove("FILEROUTER_CACHE_KEY");
-        if args.first() == Some(&"dev") {
-            command.env("RUST_LOG", "info");
-        }
-        Server::launch(command, env, wait)
+        command.args(args).arg("--project").arg(project);
+        // `dev` logs at info level unless the test's own environment says otherwise.
+        let env: Vec<(&str, &str)> = match args.first() {
+            Some(&"dev") => [("RUST_LOG", "info")].iter().chain(env).copied().collect(),
+            _ => env.to_vec(),
+        };
+        Server::launch(command, &env, wait)
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -329,9 +323,16 @@ pub fn json(response: Response) -> serde_json::Value {
 }
 
 impl Server {
-    /// Start `command` (filerouter with its arguments) with `env` added, and wait up to `wait`
-    /// for its banner.
+    /// Start `command` (filerouter with its arguments) on a free port, its output captured,
+    /// without the caller's `RUST_LOG` and `FILEROUTER_CACHE_KEY` but with `env` added, and
+    /// wait up to `wait` for its banner.
     fn launch(mut command: Command, env: &[(&str, &str)], wait: Duration) -> Server {
+        command
+            .args(["--port", "0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .env_remove("RUST_LOG")
+            .env_remove("FILEROUTER_CACHE_KEY");
         for (k, v) in env {
             command.env(k, v);
         }
@@ -351,13 +352,7 @@ impl Server {
     /// `filerouter ARGS --port 0`, waiting up to `wait` for the banner.
     pub fn start(args: &[&str], env: &[(&str, &str)], wait: Duration) -> Server {
         let mut command = Command::new(binary());
-        command
-            .args(args)
-            .args(["--port", "0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .env_remove("RUST_LOG")
-            .env_remove("FILEROUTER_CACHE_KEY");
+        command.args(args);
         Server::launch(command, env, wait)
     }
 }
