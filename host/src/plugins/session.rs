@@ -19,7 +19,7 @@ use crate::{
         MemoryLimiter, PluginCallError as CallError, PluginFunctionInfo, PluginNode as Node,
         output::GuestOutput,
     },
-    scheduler::{Budget, Verdict},
+    scheduler::Budget,
 };
 
 /// A plugin instance living for the rest of the request.
@@ -266,11 +266,9 @@ async fn start(
         if Instant::now() >= deadline {
             return Ok(UpdateDeadline::Interrupt);
         }
-        Ok(match time.as_ref().map(Budget::tick) {
-            Some(Verdict::Stop) => UpdateDeadline::Interrupt,
-            Some(Verdict::Continue) => UpdateDeadline::Continue(1),
-            Some(Verdict::Yield) | None => UpdateDeadline::Yield(1),
-        })
+        Ok(time.as_ref().map_or(UpdateDeadline::Yield(1), |budget| {
+            crate::sandbox::at_epoch_tick(budget.tick())
+        }))
     });
     let instance = plugin.pre.instantiate_async(&mut store).await?;
     Ok(Live { store, instance })

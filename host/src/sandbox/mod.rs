@@ -476,13 +476,7 @@ impl Inner {
         // call have the thread for a while, or stop past the CPU (or wall) limit.
         store.set_epoch_deadline(1);
         let ticks = budget.clone();
-        store.epoch_deadline_callback(move |_| {
-            Ok(match ticks.tick() {
-                Verdict::Continue => UpdateDeadline::Continue(1),
-                Verdict::Yield => UpdateDeadline::Yield(1),
-                Verdict::Stop => UpdateDeadline::Interrupt,
-            })
-        });
+        store.epoch_deadline_callback(move |_| Ok(at_epoch_tick(ticks.tick())));
 
         let router =
             self.pre
@@ -500,5 +494,15 @@ impl Inner {
                 Err(guest::classify_trap(trap, limits, &budget, refused))
             }
         }
+    }
+}
+
+/// What a store's epoch callback tells wasmtime for the scheduler's verdict at a tick: the
+/// same for route instances and plugin instances.
+pub(crate) fn at_epoch_tick(verdict: Verdict) -> UpdateDeadline {
+    match verdict {
+        Verdict::Continue => UpdateDeadline::Continue(1),
+        Verdict::Yield => UpdateDeadline::Yield(1),
+        Verdict::Stop => UpdateDeadline::Interrupt,
     }
 }
