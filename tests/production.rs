@@ -302,6 +302,29 @@ fn broken_caches_are_refused_with_one_line() {
     fs::write(&bundle, &good).unwrap();
     let server = Server::run(&project, &key);
     assert_eq!(json(server.get("/")), json!({"ok": true}));
+    drop(server);
+
+    // `build` checks the bundle itself, not the readable manifest.json beside it: a damaged
+    // bundle, or one sealed with another key, is built again rather than called up to date.
+    let rebuilt = |env: &[(&str, &str)], expect: &str| {
+        let (code, stdout, stderr) = build(&project, &["--encrypt", "--compression", "1"], env);
+        assert_eq!(code, 0, "{stdout}\n{stderr}");
+        assert!(!stderr.contains("up to date"), "{stderr}");
+        assert!(stderr.contains(expect), "expected {expect:?}: {stderr}");
+        assert!(stderr.contains("[4/4]"), "{stderr}");
+        let server = Server::run(&project, env);
+        assert_eq!(json(server.get("/")), json!({"ok": true}));
+    };
+    let mut bad = good.clone();
+    let middle = bad.len() / 2;
+    bad[middle] ^= 0x20;
+    fs::write(&bundle, &bad).unwrap();
+    rebuilt(&key, "modified");
+    let other_key = [("FILEROUTER_CACHE_KEY", OTHER_KEY)];
+    rebuilt(&other_key, "wrong FILEROUTER_CACHE_KEY");
+    let (code, _, stderr) = build(&project, &["--encrypt", "--compression", "1"], &other_key);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("up to date"), "{stderr}");
 }
 
 #[test]

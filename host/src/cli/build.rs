@@ -93,12 +93,7 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
         project.routes.len(),
         step.elapsed().as_secs_f64()
     );
-    if !args.force
-        && let Some(existing) = cache::manifest(&cache_dir)
-        && existing.inputs == inputs
-        && existing.filerouter_version == env!("CARGO_PKG_VERSION")
-        && existing.guest_sha256 == sandbox::GUEST_SHA256
-    {
+    if !args.force && up_to_date(&cache_dir, key.as_ref(), &inputs).await? {
         eprintln!(
             "{} is up to date (use --force to build it again)",
             cache_dir.display()
@@ -215,6 +210,32 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
 }
 
 /// Refuse to build a project with scan errors or route files that fail to import.
+/// Whether the cache in `cache_dir` was built from `inputs` and is one that `run` would serve:
+/// the sealed bundle itself is opened and verified with `key` (its checksum, or its
+/// authentication tag), never just the readable `manifest.json` beside it. A damaged bundle,
+/// or one sealed with another key, is reported and built again.
+async fn up_to_date(
+    cache_dir: &Path,
+    key: Option<&CacheKey>,
+    inputs: &str,
+) -> anyhow::Result<bool> {
+    let (dir, key) = (cache_dir.to_path_buf(), key.cloned());
+    let opened = tokio::task::spawn_blocking(move || cache::open(&dir, key.as_ref()))
+        .await
+        .context("reading the old cache panicked")?;
+    Ok(match opened {
+        Ok(existing) => existing.manifest.inputs == inputs,
+        Err(cache::CacheError::Missing(_)) => false,
+        Err(e) => {
+            eprintln!(
+                "{}: the old cache is not reused ({e}); building it again",
+                cache_dir.display()
+            );
+            false
+        }
+    })
+}
+
 fn check(project: &Project) -> anyhow::Result<()> {
     let mut problems: Vec<String> = project.scan_errors.iter().map(|e| e.to_string()).collect();
     for route in &project.routes {
