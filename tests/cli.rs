@@ -72,6 +72,8 @@ fn dev_banner_shows_url_mode_and_reload_state() {
         "no access line:\n{}",
         server.log()
     );
+    // Piped output (a file, a log collector) carries no colour escape codes.
+    assert!(!server.log().contains('\u{1b}'), "{:?}", server.log());
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! Log output through `tracing`: info and access lines in development, warnings and errors
 //! in production (SPEC.md, "Modes"); config.py's `logging` sets the levels, and a non-empty
-//! `RUST_LOG` overrides them.
+//! `RUST_LOG` overrides them. Colours only on a terminal, and never with `NO_COLOR` set.
+
+use std::io::IsTerminal;
 
 use tracing_subscriber::EnvFilter;
 
@@ -25,8 +27,12 @@ pub fn init(mode: Mode, level: Option<&str>) {
         .map(EnvFilter::try_new)
         .unwrap_or_else(|| EnvFilter::try_new(default))
         .unwrap_or_else(|_| EnvFilter::new("info"));
+    // A log piped to a file or a collector gets no escape codes.
+    let colour = std::io::stdout().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_target(false)
         .compact()
         .try_init();
