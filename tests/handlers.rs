@@ -366,3 +366,53 @@ fn query_parameters_by_name() {
     assert_eq!(bad["detail"][0]["type"], "int_parsing");
     assert_eq!(bad["detail"][0]["loc"], json!(["query", "page"]));
 }
+
+#[test]
+fn query_params_and_forms_are_multi_dicts() {
+    // One name may come more than once: `get` and `[]` give the last value, `getlist` all of
+    // them in order, `multi_items` every pair; keys, len and `in` count each name once.
+    let project = Project::new(&[(
+        "routes/multi/route.py",
+        r#"
+        def view(m):
+            return {
+                "get": m.get("a"), "item": m["a"], "all": m.getlist("a"),
+                "none": m.getlist("zz"), "default": m.get("zz", "d"),
+                "keys": list(m.keys()), "values": list(m.values()),
+                "items": [list(p) for p in m.items()],
+                "multi": [list(p) for p in m.multi_items()],
+                "len": len(m), "in": "b" in m, "not_in": "zz" in m,
+                "iter": list(m), "repr": repr(m),
+            }
+
+        def GET(request):
+            return view(request.query_params)
+
+        async def POST(request):
+            form = await request.form()
+            return view(form)
+        "#,
+    )]);
+    let server = Server::dev(&project);
+    let expected = |kind: &str| {
+        json!({
+            "get": "3", "item": "3", "all": ["1", "3"], "none": [], "default": "d",
+            "keys": ["a", "b"], "values": ["3", ""], "items": [["a", "3"], ["b", ""]],
+            "multi": [["a", "1"], ["b", ""], ["a", "3"]],
+            "len": 2, "in": true, "not_in": false, "iter": ["a", "b"],
+            "repr": format!("{kind}([('a', '1'), ('b', ''), ('a', '3')])"),
+        })
+    };
+    assert_eq!(
+        json(server.get("/multi?a=1&b=&a=3")),
+        expected("QueryParams")
+    );
+    let posted = server
+        .request("POST", "/multi")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("a=1&b=&a=3")
+        .send()
+        .unwrap();
+    assert_eq!(posted.status(), 200);
+    assert_eq!(json(posted), expected("FormData"));
+}

@@ -12,6 +12,7 @@ from email.message import Message
 from urllib.parse import parse_qsl
 
 from .exceptions import HTTPException
+from .multidict import MultiDict
 
 MAX_FIELDS = 1000
 MAX_FILES = 1000
@@ -46,51 +47,14 @@ class UploadFile:
         return f"UploadFile(filename={self.filename!r}, size={self.size!r}, content_type={self.content_type!r})"
 
 
-class FormData:
+class FormData(MultiDict):
     """The fields of a form as a multi-dict: `get(name)` gives the last value, `getlist` all.
     Values are `str`, or `UploadFile` for files."""
-
-    def __init__(self, items=()):
-        self._items = list(items)
-        self._dict = {k: v for k, v in self._items}
-
-    def get(self, name, default=None):
-        return self._dict.get(name, default)
-
-    def getlist(self, name):
-        return [v for k, v in self._items if k == name]
-
-    def keys(self):
-        return self._dict.keys()
-
-    def values(self):
-        return self._dict.values()
-
-    def items(self):
-        return self._dict.items()
-
-    def multi_items(self):
-        return list(self._items)
-
-    def __getitem__(self, name):
-        return self._dict[name]
-
-    def __contains__(self, name):
-        return name in self._dict
-
-    def __iter__(self):
-        return iter(self._dict)
-
-    def __len__(self):
-        return len(self._dict)
 
     async def close(self):
         for _, value in self._items:
             if isinstance(value, UploadFile):
                 await value.close()
-
-    def __repr__(self):
-        return f"FormData({self._items!r})"
 
 
 def _header_params(value):

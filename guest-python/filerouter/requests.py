@@ -6,6 +6,7 @@ from urllib.parse import parse_qsl, unquote
 import wit_text
 from filerouter.exceptions import HTTPException
 from .forms import parse as parse_form
+from .multidict import MultiDict
 
 
 class Headers:
@@ -53,45 +54,11 @@ class Headers:
         return f"Headers({self._items!r})"
 
 
-class QueryParams:
+class QueryParams(MultiDict):
     """The query string as a multi-dict: `get(name)` gives the last value, `getlist` all."""
 
     def __init__(self, query=""):
-        self._items = parse_qsl(query, keep_blank_values=True)
-        self._dict = {k: v for k, v in self._items}
-
-    def get(self, name, default=None):
-        return self._dict.get(name, default)
-
-    def getlist(self, name):
-        return [v for k, v in self._items if k == name]
-
-    def keys(self):
-        return self._dict.keys()
-
-    def values(self):
-        return self._dict.values()
-
-    def items(self):
-        return self._dict.items()
-
-    def multi_items(self):
-        return list(self._items)
-
-    def __getitem__(self, name):
-        return self._dict[name]
-
-    def __contains__(self, name):
-        return name in self._dict
-
-    def __iter__(self):
-        return iter(self._dict)
-
-    def __len__(self):
-        return len(self._dict)
-
-    def __repr__(self):
-        return f"QueryParams({self._items!r})"
+        super().__init__(parse_qsl(query, keep_blank_values=True))
 
 
 class State:
