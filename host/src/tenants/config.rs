@@ -59,6 +59,10 @@ struct RawLimits {
 }
 
 /// A `[tenant.NAME]` section as written: the tenant's own keys and any limit.
+///
+/// The limit fields repeat [`RawLimits`] on purpose: `#[serde(flatten)]` would drop
+/// `deny_unknown_fields` (serde supports no combination of the two) and buffer the values,
+/// losing the spans that `Spanned` needs for the line numbers in errors.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawTenant {
