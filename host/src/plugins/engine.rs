@@ -5,18 +5,19 @@
 //! compiled code does not depend on the guest's pool settings. Instances are allocated on
 //! demand: a plugin is small next to the Python guest, and most requests call none.
 //! Compiled plugins are cached in the same folder as the compiled guest, by the component's
-//! hash and the engine's settings.
+//! hash and the engine's settings (`crate::sandbox::artifacts`).
 
 use std::{
     hash::{DefaultHasher, Hash, Hasher},
-    io::Write,
-    path::PathBuf,
     sync::OnceLock,
 };
 
 use wasmtime::{Config, Engine, OptLevel, component::Component};
 
-use crate::sandbox::engine::EPOCH_TICK;
+use crate::sandbox::{
+    artifacts::{self, cache_dir},
+    engine::EPOCH_TICK,
+};
 
 /// The process's plugin engine, made (and its epoch ticker started) on first use.
 pub fn shared() -> &'static Engine {
@@ -74,44 +75,30 @@ pub fn compile_cached(wasm: &[u8]) -> Result<Component, String> {
         // name carries the component's hash and the engine's compatibility hash); wasmtime
         // checks the header and refuses an incompatible file.
         match unsafe { Component::deserialize_file(engine, &path) } {
-            Ok(component) => return Ok(component),
+            Ok(component) => {
+                artifacts::mark_used(&path);
+                return Ok(component);
+            }
             Err(e) => tracing::warn!("ignoring unusable compiled plugin {}: {e}", path.display()),
         }
     }
     let compiled = engine
         .precompile_component(wasm)
         .map_err(|e| format!("{e:#}"))?;
-    if let Err(e) = store(&path, &compiled) {
-        tracing::debug!(
+    match artifacts::store_atomically(&path, &compiled) {
+        // Earlier versions of plugins, unused for a while, go.
+        Ok(()) => {
+            if let Some(dir) = path.parent() {
+                artifacts::prune_unused(dir, "plugin-", &path, artifacts::UNUSED_AGE);
+            }
+        }
+        Err(e) => tracing::debug!(
             "could not cache the compiled plugin in {}: {e}",
             path.display()
-        );
+        ),
     }
     // SAFETY: `compiled` was produced just above by this engine.
     unsafe { Component::deserialize(engine, &compiled) }.map_err(|e| format!("{e:#}"))
-}
-
-fn cache_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("FILEROUTER_CACHE_DIR") {
-        return PathBuf::from(dir);
-    }
-    dirs::cache_dir()
-        .unwrap_or_else(std::env::temp_dir)
-        .join("filerouter")
-}
-
-fn store(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(path);
-    std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(
-        ".tmp-plugin-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    let mut file = std::fs::File::create(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, path)
 }
 
 fn start_epoch_ticker(engine: &Engine) {

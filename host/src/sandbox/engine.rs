@@ -8,9 +8,7 @@
 
 use std::{
     collections::hash_map::DefaultHasher,
-    fs,
     hash::{Hash, Hasher},
-    io::Write,
     path::{Path, PathBuf},
     sync::Arc,
     time::Duration,
@@ -22,6 +20,7 @@ use wasmtime::{
 };
 
 use super::{
+    artifacts::{self, cache_dir},
     compiled_functions::{self, CompiledFunctions},
     guest,
 };
@@ -219,11 +218,13 @@ pub fn native_file(
     let dir = cache_dir().join("native");
     let path = dir.join(format!("{id}.cwasm"));
     if path.is_file() {
+        artifacts::mark_used(&path);
         return Ok(path);
     }
     let bytes = bytes().map_err(EngineError::Compile)?;
-    store_atomically(&dir, &path, &bytes)
+    artifacts::store_atomically(&path, &bytes)
         .map_err(|e| EngineError::Native(format!("write {}: {e}", path.display())))?;
+    artifacts::prune_unused(&dir, "", &path, artifacts::UNUSED_AGE);
     Ok(path)
 }
 
@@ -277,16 +278,6 @@ fn prune_compiled_functions() {
     }
 }
 
-/// Where compiled guests are cached.
-fn cache_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("FILEROUTER_CACHE_DIR") {
-        return PathBuf::from(dir);
-    }
-    dirs::cache_dir()
-        .unwrap_or_else(std::env::temp_dir)
-        .join("filerouter")
-}
-
 fn load_component(engine: &Engine) -> Result<Component, EngineError> {
     let mut hasher = DefaultHasher::new();
     guest::SHA256.hash(&mut hasher);
@@ -302,7 +293,10 @@ fn load_component(engine: &Engine) -> Result<Component, EngineError> {
         // filerouter build (its name carries the guest hash and engine settings); wasmtime
         // checks the header and refuses an incompatible artifact.
         match unsafe { Component::deserialize_file(engine, &path) } {
-            Ok(component) => return Ok(component),
+            Ok(component) => {
+                artifacts::mark_used(&path);
+                return Ok(component);
+            }
             Err(e) => tracing::warn!("ignoring unusable compiled guest {}: {e}", path.display()),
         }
     }
@@ -315,31 +309,19 @@ fn load_component(engine: &Engine) -> Result<Component, EngineError> {
         .precompile_component(&wasm)
         .map_err(|e| EngineError::Compile(format!("{e:#}")))?;
     prune_compiled_functions();
-    if let Err(e) = store_atomically(&dir, &path, &compiled) {
-        tracing::warn!(
+    match artifacts::store_atomically(&path, &compiled) {
+        // Other filerouter builds' guests, unused for a while, go.
+        Ok(()) => {
+            artifacts::prune_unused(&dir, "guest-", &path, artifacts::UNUSED_AGE);
+        }
+        Err(e) => tracing::warn!(
             "could not cache the compiled guest in {}: {e}",
             dir.display()
-        );
+        ),
     }
     // SAFETY: `compiled` was produced just above by this engine.
     unsafe { Component::deserialize(engine, &compiled) }
         .map_err(|e| EngineError::Compile(format!("{e:#}")))
-}
-
-fn store_atomically(dir: &PathBuf, path: &PathBuf, bytes: &[u8]) -> std::io::Result<()> {
-    fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(".tmp-{}-{}", std::process::id(), rand_suffix()));
-    let mut file = fs::File::create(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    fs::rename(&tmp, path)
-}
-
-fn rand_suffix() -> u64 {
-    let mut hasher = DefaultHasher::new();
-    std::time::SystemTime::now().hash(&mut hasher);
-    std::thread::current().id().hash(&mut hasher);
-    hasher.finish()
 }
 
 /// Advance the engine's epoch every [`EPOCH_TICK`] until the engine is dropped.

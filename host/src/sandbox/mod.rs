@@ -15,6 +15,7 @@
 //!
 //! This module knows nothing about HTTP routing; it only runs the guest.
 
+pub(crate) mod artifacts;
 mod bindings;
 mod compiled_functions;
 pub mod engine;

@@ -1,0 +1,146 @@
+//! Compiled code on disk (`*.cwasm`), in the cache folder: where it lives, how it is written,
+//! and how long it stays.
+//!
+//! Three kinds share the folder (`$FILEROUTER_CACHE_DIR`, default `~/.cache/filerouter`): the
+//! built-in guest compiled for this machine (`guest-*.cwasm`, one per filerouter build), each
+//! plugin's (`plugin-*.cwasm`), and each build cache's native code as `run` maps it
+//! (`native/*.cwasm`, one per build). A new filerouter, a new build or a changed plugin adds a
+//! file and nothing else would ever remove the old one, so every use refreshes a file's
+//! modification time ([`mark_used`]) and every new file removes those of its kind left unused for
+//! [`UNUSED_AGE`] ([`prune_unused`]). Removing a file another process maps is safe: the
+//! mapping keeps its pages (unlinking only removes the name), and the next load writes the file
+//! again from its source (the build cache, the guest inside the binary, the plugin).
+//!
+//! Not here: compiled functions (`compiled_functions`, bounded by size), or what the files
+//! contain (`engine`).
+
+use std::{
+    fs,
+    io::Write,
+    path::{Path, PathBuf},
+    sync::atomic::{AtomicU64, Ordering},
+    time::{Duration, SystemTime},
+};
+
+/// How long a compiled file may go unused before a newer one of its kind removes it.
+pub const UNUSED_AGE: Duration = Duration::from_secs(14 * 24 * 60 * 60);
+
+/// The cache folder: `$FILEROUTER_CACHE_DIR`, else the user's cache folder.
+pub fn cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("FILEROUTER_CACHE_DIR") {
+        return PathBuf::from(dir);
+    }
+    dirs::cache_dir()
+        .unwrap_or_else(std::env::temp_dir)
+        .join("filerouter")
+}
+
+/// Write `bytes` to `path` whole or not at all: a temporary file in the same folder, synced,
+/// renamed over `path`. Readers never see half a file.
+pub fn store_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let dir = path.parent().unwrap_or(Path::new("."));
+    fs::create_dir_all(dir)?;
+    let n = WRITES.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!(".tmp-{}-{n}", std::process::id()));
+    let written = fs::File::create(&tmp).and_then(|mut file| {
+        file.write_all(bytes)?;
+        file.sync_all()
+    });
+    match written.and_then(|()| fs::rename(&tmp, path)) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+/// Record that `path` was used now, so [`prune_unused`] keeps it. Best effort.
+pub fn mark_used(path: &Path) {
+    if let Ok(file) = fs::File::open(path) {
+        let _ = file.set_modified(SystemTime::now());
+    }
+}
+
+/// Remove the files directly in `dir` whose names start with `prefix` and end in `.cwasm`,
+/// other than `keep`, that were not used for `max_age`. Best effort: a file that cannot be
+/// read or removed is left. Returns how many were removed.
+pub fn prune_unused(dir: &Path, prefix: &str, keep: &Path, max_age: Duration) -> usize {
+    let Some(cutoff) = SystemTime::now().checked_sub(max_age) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if !name.starts_with(prefix) || !name.ends_with(".cwasm") || path == keep {
+            continue;
+        }
+        let Ok(meta) = entry.metadata() else { continue };
+        let unused = meta.modified().is_ok_and(|used| used < cutoff);
+        if meta.is_file() && unused && fs::remove_file(&path).is_ok() {
+            tracing::debug!("removed {}, unused for {max_age:?}", path.display());
+            removed += 1;
+        }
+    }
+    removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DAY: Duration = Duration::from_secs(24 * 60 * 60);
+
+    fn file(dir: &Path, name: &str, age: Duration) -> PathBuf {
+        let path = dir.join(name);
+        fs::write(&path, name).unwrap();
+        let file = fs::File::options().write(true).open(&path).unwrap();
+        file.set_modified(SystemTime::now() - age).unwrap();
+        path
+    }
+
+    #[test]
+    fn only_old_files_of_the_kind_go_and_the_new_one_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = file(dir.path(), "guest-old.cwasm", 30 * DAY);
+        let recent = file(dir.path(), "guest-recent.cwasm", DAY);
+        let keep = file(dir.path(), "guest-new.cwasm", 30 * DAY);
+        let plugin = file(dir.path(), "plugin-old.cwasm", 30 * DAY);
+        let other = file(dir.path(), "guest-notes.txt", 30 * DAY);
+        fs::create_dir(dir.path().join("guest-dir.cwasm")).unwrap();
+
+        assert_eq!(prune_unused(dir.path(), "guest-", &keep, UNUSED_AGE), 1);
+        assert!(!old.exists());
+        for stays in [&recent, &keep, &plugin, &other] {
+            assert!(stays.exists(), "{} removed", stays.display());
+        }
+        assert!(dir.path().join("guest-dir.cwasm").is_dir());
+    }
+
+    #[test]
+    fn a_file_in_use_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let used = file(dir.path(), "a.cwasm", 30 * DAY);
+        mark_used(&used);
+        let keep = dir.path().join("b.cwasm");
+        assert_eq!(prune_unused(dir.path(), "", &keep, UNUSED_AGE), 0);
+        assert!(used.exists());
+    }
+
+    #[test]
+    fn a_stored_file_is_whole_and_leaves_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub").join("x.cwasm");
+        store_atomically(&path, b"one").unwrap();
+        store_atomically(&path, b"two").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"two");
+        let names: Vec<_> = fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("x.cwasm")]);
+    }
+}
