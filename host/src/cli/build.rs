@@ -209,7 +209,6 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Refuse to build a project with scan errors or route files that fail to import.
 /// Whether the cache in `cache_dir` was built from `inputs` and is one that `run` would serve:
 /// the sealed bundle itself is opened and verified with `key` (its checksum, or its
 /// authentication tag), never just the readable `manifest.json` beside it. A damaged bundle,
@@ -236,6 +235,7 @@ async fn up_to_date(
     })
 }
 
+/// Refuse to build a project with scan errors or route files that fail to import.
 fn check(project: &Project) -> anyhow::Result<()> {
     let mut problems: Vec<String> = project.scan_errors.iter().map(|e| e.to_string()).collect();
     for route in &project.routes {
