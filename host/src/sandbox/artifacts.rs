@@ -38,6 +38,16 @@ pub fn cache_dir() -> PathBuf {
 /// Write `bytes` to `path` whole or not at all: a temporary file in the same folder, synced,
 /// renamed over `path`. Readers never see half a file.
 pub fn store_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_then_rename(path, bytes, true)
+}
+
+/// [`store_atomically`] without waiting for the disk: for many small files whose loss in a
+/// crash costs only their recomputation (`compiled_functions`' entries).
+pub fn store_atomically_unsynced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_then_rename(path, bytes, false)
+}
+
+fn write_then_rename(path: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
     static WRITES: AtomicU64 = AtomicU64::new(0);
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir)?;
@@ -45,7 +55,7 @@ pub fn store_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = dir.join(format!(".tmp-{}-{n}", std::process::id()));
     let written = fs::File::create(&tmp).and_then(|mut file| {
         file.write_all(bytes)?;
-        file.sync_all()
+        if sync { file.sync_all() } else { Ok(()) }
     });
     match written.and_then(|()| fs::rename(&tmp, path)) {
         Ok(()) => Ok(()),
@@ -56,7 +66,8 @@ pub fn store_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     }
 }
 
-/// Record that `path` was used now, so [`prune_unused`] keeps it. Best effort.
+/// Record that `path` was used now (its modification time), so the least-recently-used
+/// pruning here and in `compiled_functions` keeps it. Best effort.
 pub fn mark_used(path: &Path) {
     if let Ok(file) = fs::File::open(path) {
         let _ = file.set_modified(SystemTime::now());

@@ -23,15 +23,11 @@
 //! plugins and each build's native code). Entries are not synced to disk one by one as those
 //! are: a guest has about 12,000, and a lost one is only a miss.
 
-use std::{
-    borrow::Cow,
-    fs,
-    io::Write,
-    path::{Path, PathBuf},
-    sync::atomic::{AtomicU64, Ordering},
-};
+use std::{borrow::Cow, fs, path::PathBuf};
 
 use wasmtime::CacheStore;
+
+use super::artifacts;
 
 /// The on-disk store of compiled functions in one folder.
 #[derive(Debug)]
@@ -94,22 +90,6 @@ impl CompiledFunctions {
         hasher.update(value);
         hasher.finalize()
     }
-
-    fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-        static WRITES: AtomicU64 = AtomicU64::new(0);
-        let dir = path.parent().unwrap_or(Path::new("."));
-        fs::create_dir_all(dir)?;
-        let n = WRITES.fetch_add(1, Ordering::Relaxed);
-        let tmp = dir.join(format!(".tmp-{}-{n}", std::process::id()));
-        let written = fs::File::create(&tmp).and_then(|mut file| file.write_all(bytes));
-        match written.and_then(|()| fs::rename(&tmp, path)) {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                let _ = fs::remove_file(&tmp);
-                Err(e)
-            }
-        }
-    }
 }
 
 impl CacheStore for CompiledFunctions {
@@ -123,16 +103,14 @@ impl CacheStore for CompiledFunctions {
         }
         bytes.truncate(value_len);
         // Used now: the last entry `prune` would remove.
-        if let Ok(file) = fs::File::options().write(true).open(&path) {
-            let _ = file.set_modified(std::time::SystemTime::now());
-        }
+        artifacts::mark_used(&path);
         Some(Cow::Owned(bytes))
     }
 
     fn insert(&self, key: &[u8], mut value: Vec<u8>) -> bool {
         let checksum = Self::checksum(key, &value);
         value.extend_from_slice(checksum.as_bytes());
-        Self::write(&self.path(key), &value).is_ok()
+        artifacts::store_atomically_unsynced(&self.path(key), &value).is_ok()
     }
 }
 
