@@ -10,9 +10,12 @@ import inspect
 import os
 import random
 
+# First: it puts the standard library set into the snapshot, and imports the sandbox's `sqlite3`
+# before anything else (filerouter.db) imports the standard library's by that name.
+import preload  # noqa: F401, I001
+
 import describe
 import pipeline
-import preload  # noqa: F401  (puts the standard library set into the snapshot)
 import project
 import settings
 import warmup

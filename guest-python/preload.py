@@ -100,6 +100,22 @@ import zipimport
 import zlib
 import zoneinfo
 
+# `sqlite3`: the sandbox's own package (guest-python/sqlite3/), the standard library's API over
+# the host's `sql` service. componentize-py's path lists its copy of the standard library ahead
+# of guest-python, and the standard library's `sqlite3` cannot load on WASI (there is no
+# `_sqlite3`), so ours is imported with this folder first on the path. Nothing may import
+# `sqlite3` before this runs: dispatcher.py imports this module first.
+_guest = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, _guest)
+try:
+    import sqlite3
+    import sqlite3.dbapi2
+finally:
+    sys.path.remove(_guest)
+if not sqlite3.__file__.startswith(_guest + os.sep):
+    raise ImportError(f"the standard library's sqlite3 was imported instead of the sandbox's: {sqlite3.__file__}")
+del _guest
+
 # Installed last: the standard library above imported without `ssl`, as it must on WASI.
 # CPython on WASI has no `ssl` (no `_ssl`): packages that import it at load time get the
 # stand-in in nossl.py (the sandbox has no network, so TLS could never be used anyway).

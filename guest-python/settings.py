@@ -41,6 +41,7 @@ SCHEMA = {
         "max_body_bytes": int,
     },
     "plugins": "plugins",
+    "database": {"max_size_mb": int, "max_rows": int, "max_result_mb": int},
 }
 
 # One entry of `plugins`: key -> expected type; `component` is required.
@@ -63,6 +64,9 @@ RANGES = {
     ("sandbox", "cpu_ms"): (1, 86_400_000, True),
     ("sandbox", "wall_s"): (0, 86400, False),
     ("sandbox", "max_body_bytes"): (0, 2**63 - 1, True),
+    ("database", "max_size_mb"): (1, 1 << 30, True),
+    ("database", "max_rows"): (1, 2**63 - 1, True),
+    ("database", "max_result_mb"): (1, 1 << 20, True),
 }
 
 

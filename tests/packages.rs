@@ -189,6 +189,62 @@ with zipfile.ZipFile(sys.argv[1], "w") as z:
     assert!(stderr.contains("no requirements.txt"), "{stderr}");
 }
 
+/// Environment markers are evaluated for the sandbox (CPython 3.14 on wasm32 WASI), not for the
+/// machine that runs pip: SQLAlchemy 2.0 requires greenlet, which is native code, only
+/// `platform_machine == "x86_64" or ...` (true here, false in the sandbox), so greenlet is left
+/// out, with a word on why, instead of refused. SQLAlchemy's own wheel carries its optional
+/// Cython extensions: that is said before it is built from source without them.
+#[test]
+fn requirements_are_resolved_for_the_sandbox_not_the_host() {
+    const TEST: &str = "requirements_are_resolved_for_the_sandbox_not_the_host";
+    let venv = match python_venv() {
+        Ok(venv) => venv,
+        Err(why) => return missing(TEST, &why, "python3 and python3-venv, and reach PyPI"),
+    };
+    let project = Project::new(&[("requirements.txt", "SQLAlchemy==2.0.58\n")]);
+    let (code, stdout, stderr) = install(&project, venv.join("bin/python").to_str().unwrap());
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let packages = project.path().join(".packages");
+    assert!(
+        packages.join("sqlalchemy/__init__.py").is_file(),
+        "{stdout}\n{stderr}"
+    );
+    let installed: Vec<String> = std::fs::read_dir(&packages)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_ascii_lowercase())
+        .collect();
+    assert!(
+        !installed.iter().any(|name| name.starts_with("greenlet")),
+        "greenlet installed: {installed:?}\n{stderr}"
+    );
+    assert!(stdout.contains("SQLAlchemy 2.0.58"), "{stdout}");
+    assert!(stdout.contains("typing_extensions"), "{stdout}");
+    assert!(!stdout.contains("greenlet"), "{stdout}");
+    let native: Vec<String> = walk(&packages)
+        .into_iter()
+        .filter(|p| p.ends_with(".so") || p.contains(".so."))
+        .collect();
+    assert!(native.is_empty(), "native files installed: {native:?}");
+    // Said before anything was built.
+    assert!(
+        stderr.contains("SQLAlchemy 2.0.58: its wheel sqlalchemy-2.0.58-"),
+        "{stderr}"
+    );
+    // pip on this machine resolves greenlet where SQLAlchemy's marker names its machine
+    // (x86_64, aarch64 but not macOS's arm64, ...): then the skip is told.
+    if cfg!(target_arch = "x86_64") || (cfg!(target_arch = "aarch64") && !cfg!(target_os = "macos"))
+    {
+        assert!(
+            stderr.contains("greenlet")
+                && stderr.contains("(SQLAlchemy's dependency): skipped, its marker `")
+                && stderr.contains("is false in the sandbox"),
+            "{stderr}"
+        );
+    }
+    assert!(!project.path().join(".packages.resolve").exists());
+}
+
 fn walk(dir: &std::path::Path) -> Vec<String> {
     let mut out = Vec::new();
     if let Ok(entries) = std::fs::read_dir(dir) {

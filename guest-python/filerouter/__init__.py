@@ -11,7 +11,7 @@ Route files use it like FastAPI::
         return {"id": id}
 """
 
-from . import kv, plugins
+from . import db, kv, plugins
 from .exceptions import HTTPException
 from .forms import FormData, UploadFile
 from .markers import Body, Cookie, Field, File, Form, Header, Path, Query
@@ -47,6 +47,7 @@ __all__ = [
     "Response",
     "State",
     "UploadFile",
+    "db",
     "kv",
     "plugins",
 ]

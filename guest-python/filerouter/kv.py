@@ -9,11 +9,23 @@ one per project, shared by all of that project's requests. Values are anything J
     hits = kv.incr(f"hits:{ip}", ttl=60)   # atomic; the key expires 60 s after it is created
     kv.set("greeting", {"text": "hi"}, ttl=3600)
     kv.get("greeting")                      # {"text": "hi"}, or None once expired
-    kv.delete("greeting")
+    kv.delete("greeting")                   # True if it was there
 
-It lives in the server's memory: a restart empties it, and it is bounded (see the README). Every
-refusal, whether this module's (a bad key, value or ttl) or the host's (a bound of the store), is
-a `KVError` raised at the call, with the reason.
+    # Read, change, write back only if nobody else wrote in between (else try again):
+    cart = kv.get("cart:7")                 # None when absent
+    kv.compare_and_set("cart:7", cart, (cart or []) + [item])   # True if it was still `cart`
+
+    kv.keys("session:")                     # one page: up to 100 keys, in order
+    for key in kv.scan("session:"):         # every key with that prefix, page by page
+        ...
+    kv.set_many({"a": 1, "b": 2}, ttl=60)   # all of them or none
+    kv.delete_many(["a", "b"])
+
+It is durable: the host keeps it in the project's SQLite file by default, or in Redis when the
+operator configures one, so it survives restarts and is shared by every `filerouter run`
+process (replica) that uses the same backend. It is bounded (see the README). Every refusal,
+whether this module's (a bad key, value or ttl) or the host's (a bound of the store, the backend
+being unreachable), is a `KVError` raised at the call, with the reason.
 """
 
 import json
@@ -22,16 +34,44 @@ import math
 import wit_text
 from wit_world.imports import kv as _host
 
-__all__ = ["KVError", "MAX_TTL_SECONDS", "delete", "get", "incr", "set"]
+__all__ = [
+    "DELETE",
+    "KVError",
+    "MAX_ENTRIES",
+    "MAX_KEYS_PAGE",
+    "MAX_TTL_SECONDS",
+    "compare_and_set",
+    "delete",
+    "delete_many",
+    "get",
+    "incr",
+    "keys",
+    "scan",
+    "set",
+    "set_many",
+]
 
 # The longest ttl: ten years (the host refuses longer ones too).
 MAX_TTL_SECONDS = 10 * 365 * 24 * 3600
+# The most keys one `keys` call returns, and the most entries one `set_many`/`delete_many` takes.
+MAX_KEYS_PAGE = 1000
+MAX_ENTRIES = 1000
 _S64 = (-(2**63), 2**63 - 1)
 
 
 class KVError(Exception):
-    """The store refused an operation: a bad key, value or ttl, a bound of the store, or `incr`
-    on a value that is not an integer. The message says which."""
+    """The store refused an operation: a bad key, value or ttl, a bound of the store, `incr`
+    on a value that is not an integer, or the backend being unreachable. The message says
+    which."""
+
+
+class _Delete:
+    def __repr__(self):
+        return "kv.DELETE"
+
+
+# `compare_and_set`'s new value that deletes the key.
+DELETE = _Delete()
 
 
 def _ttl_ms(ttl):
@@ -44,21 +84,41 @@ def _ttl_ms(ttl):
     return max(1, int(ttl * 1000))
 
 
-def _check_key(key):
+def _check_key(key, what="kv keys"):
     if not isinstance(key, str):
-        raise KVError(f"kv keys are strings, not {type(key).__name__}")
+        raise KVError(f"{what} are strings, not {type(key).__name__}")
     if wit_text.has_lone_surrogate(key):
-        raise KVError("kv keys must be valid Unicode text; this one holds a lone surrogate")
+        raise KVError(f"{what} must be valid Unicode text; this one holds a lone surrogate")
 
 
-def _host_error(exc):
-    return KVError(getattr(exc, "value", str(exc)))
+def _check_page_size(value, name):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise KVError(f"{name} must be an int, not {type(value).__name__}")
+    if not 1 <= value <= MAX_KEYS_PAGE:
+        raise KVError(f"{name} must be from 1 to {MAX_KEYS_PAGE}, not {value}")
+
+
+def _encode(value):
+    """`value` as the JSON text the host stores. Keys are sorted, so that equal dicts are equal
+    text (`compare_and_set` compares text)."""
+    try:
+        # ensure_ascii writes any lone surrogate as an escape; NaN and infinities are not JSON.
+        return json.dumps(value, separators=(",", ":"), sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise KVError(f"kv values must be JSON (dict, list, str, int, float, bool, None): {exc}") from None
+
+
+def _call(function, *args):
+    try:
+        return function(*args)
+    except Exception as exc:  # the binding raises `Err` carrying the host's message
+        raise KVError(getattr(exc, "value", str(exc))) from None
 
 
 def get(key, default=None):
     """The value stored under `key`, or `default` if there is none (or it expired)."""
     _check_key(key)
-    raw = _host.get(key)
+    raw = _call(_host.get, key)
     return default if raw is None else json.loads(raw)
 
 
@@ -66,21 +126,13 @@ def set(key, value, ttl=None):  # noqa: A001  (the natural name, as in every key
     """Store `value` (anything JSON can hold) under `key`; with `ttl`, for that many seconds."""
     _check_key(key)
     ttl_ms = _ttl_ms(ttl)
-    try:
-        # ensure_ascii writes any lone surrogate as an escape; NaN and infinities are not JSON.
-        text = json.dumps(value, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise KVError(f"kv values must be JSON (dict, list, str, int, float, bool, None): {exc}") from None
-    try:
-        _host.set(key, text, ttl_ms)
-    except Exception as exc:  # the binding raises `Err` carrying the host's message
-        raise _host_error(exc) from None
+    _call(_host.set, key, _encode(value), ttl_ms)
 
 
 def delete(key):
     """Remove `key`; returns whether it was there."""
     _check_key(key)
-    return _host.delete(key)
+    return _call(_host.delete, key)
 
 
 def incr(key, by=1, ttl=None):
@@ -95,7 +147,91 @@ def incr(key, by=1, ttl=None):
     if not _S64[0] <= by <= _S64[1]:
         raise KVError(f"incr adds a 64-bit integer; {by} is out of range")
     ttl_ms = _ttl_ms(ttl)
-    try:
-        return _host.incr(key, by, ttl_ms)
-    except Exception as exc:
-        raise _host_error(exc) from None
+    return _call(_host.incr, key, by, ttl_ms)
+
+
+def compare_and_set(key, expected, value, ttl=None):
+    """If `key` holds `expected`, store `value` instead, in one step; returns whether it did.
+
+    `expected=None` means "absent" (what `get` returns for a missing key), so a read-modify-write
+    loop needs nothing special: `old = kv.get(k)`, then `kv.compare_and_set(k, old, new)`, and
+    read again if it returned False. `value=kv.DELETE` deletes the key instead. Values compare
+    as JSON (`{"a": 1, "b": 2}` equals `{"b": 2, "a": 1}`; `1` does not equal `1.0`). `ttl`
+    (seconds) applies to the stored value, as in `set`.
+
+    A stored JSON `null` (`kv.set(k, None)`) reads as None too, but is not "absent": no
+    `expected` matches it; overwrite it with `set` or remove it with `delete`.
+    """
+    _check_key(key)
+    ttl_ms = _ttl_ms(ttl)
+    expected_text = None if expected is None else _encode(expected)
+    value_text = None if value is DELETE else _encode(value)
+    return _call(_host.compare_and_set, key, expected_text, value_text, ttl_ms)
+
+
+def keys(prefix="", limit=100, after=None):
+    """One page of the keys that start with `prefix`, in order (by their UTF-8 bytes): at most
+    `limit` (1 to 1000) of them, those after `after` when given.
+
+    For the next page, pass the last key of this one as `after`; a page shorter than `limit`
+    is the last. `scan` does this for you.
+    """
+    _check_key(prefix, "kv key prefixes")
+    if after is not None:
+        _check_key(after, "kv keys (`after`)")
+    _check_page_size(limit, "limit")
+    return _call(_host.keys, prefix, after, limit)
+
+
+def scan(prefix="", page_size=100):
+    """Every key that starts with `prefix`, in order, fetched `page_size` (1 to 1000) at a
+    time: an iterator (`for key in kv.scan("session:")`, or `list(kv.scan(...))`).
+
+    Not a snapshot: a key written or deleted during the scan may or may not appear, but no key
+    appears twice.
+    """
+    _check_key(prefix, "kv key prefixes")
+    _check_page_size(page_size, "page_size")
+    return _pages(prefix, page_size)
+
+
+def _pages(prefix, page_size):
+    after = None
+    while True:
+        page = keys(prefix, limit=page_size, after=after)
+        yield from page
+        if len(page) < page_size:
+            return
+        after = page[-1]
+
+
+def set_many(items, ttl=None):
+    """Store every `key: value` of the mapping `items` in one step: all of them or, on a
+    `KVError`, none. `ttl` (seconds) applies to each. At most 1000 entries."""
+    if not hasattr(items, "items"):
+        raise KVError(f"set_many takes a mapping of keys to values, not {type(items).__name__}")
+    ttl_ms = _ttl_ms(ttl)
+    entries = []
+    for key, value in items.items():
+        _check_key(key)
+        entries.append((key, _encode(value)))
+    _write(entries, ttl_ms)
+
+
+def delete_many(keys):  # (the parameter hides the `keys` function in here only)
+    """Remove every key in `keys` (an iterable of keys) in one step: all of them or, on a
+    `KVError`, none. Keys that are absent are no error. At most 1000 keys."""
+    if isinstance(keys, str) or not hasattr(keys, "__iter__"):
+        raise KVError(f"delete_many takes an iterable of keys (a list, say), not {type(keys).__name__}")
+    entries = []
+    for key in keys:
+        _check_key(key)
+        entries.append((key, None))
+    _write(entries, None)
+
+
+def _write(entries, ttl_ms):
+    if len(entries) > MAX_ENTRIES:
+        raise KVError(f"one write takes at most {MAX_ENTRIES} entries, not {len(entries)}")
+    if entries:
+        _call(_host.write, entries, ttl_ms)

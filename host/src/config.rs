@@ -30,6 +30,19 @@ pub struct Settings {
     pub sandbox: SandboxSettings,
     /// The project's plugins by the name route code imports them under (`crate::plugins`).
     pub plugins: BTreeMap<String, PluginSettings>,
+    /// The bounds of the project's database (`crate::db`).
+    pub database: DatabaseSettings,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct DatabaseSettings {
+    /// The database file's size, in MiB.
+    pub max_size_mb: Option<u64>,
+    /// Rows one request's statements may return together.
+    pub max_rows: Option<u64>,
+    /// MiB one request's statements may return together.
+    pub max_result_mb: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
@@ -201,6 +214,24 @@ impl Settings {
             ));
         }
         Ok(())
+    }
+
+    /// The database bounds these settings ask for.
+    pub fn db_bounds(&self) -> crate::db::Bounds {
+        const MIB: u64 = 1024 * 1024;
+        let default = crate::db::Bounds::default();
+        let database = &self.database;
+        crate::db::Bounds {
+            max_size_bytes: database
+                .max_size_mb
+                .map_or(default.max_size_bytes, |mb| mb.saturating_mul(MIB)),
+            max_rows: database.max_rows.map_or(default.max_rows, |n| {
+                usize::try_from(n).unwrap_or(usize::MAX)
+            }),
+            max_bytes: database.max_result_mb.map_or(default.max_bytes, |mb| {
+                usize::try_from(mb.saturating_mul(MIB)).unwrap_or(usize::MAX)
+            }),
+        }
     }
 
     /// The per-call sandbox limits these settings ask for.

@@ -9,8 +9,8 @@
 //! bounds) → back through [`router`]. [`regular_file`] reads every file a project holds
 //! without trusting its kind or size. [`routes`] turns the
 //! `routes/` folder into a route table; [`project`] asks the guest what each route file
-//! defines; [`catalog`] describes the API for [`docs`]; [`kv`] is the state that outlives a
-//! request; [`plugins`] are the project's own WebAssembly components that route code calls;
+//! defines; [`catalog`] describes the API for [`docs`]; [`data`] is the state that outlives a
+//! request ([`db`], the project's SQL database, and [`kv`], its key-value store); [`plugins`] are the project's own WebAssembly components that route code calls;
 //! [`reload`] keeps it all current in `dev`; [`admin`] serves metrics of `run --tenants`;
 //! [`cli`] has one module per command.
 //!
@@ -23,6 +23,8 @@ pub mod cache;
 pub mod catalog;
 pub mod cli;
 pub mod config;
+pub mod data;
+pub mod db;
 pub mod docs;
 pub mod error_page;
 pub mod http_checks;

@@ -9,16 +9,55 @@
 //! a package's pure-Python fallback, such as MarkupSafe's), and refused, by name and reason,
 //! if it still has native code. Not for: running anything of the project (pip runs on the
 //! host, as the user's own tool, like `commands` in config.py).
+//!
+//! With pip, environment markers are evaluated for the sandbox, not for the host: pip resolves
+//! on the host only to report what it would install (`install --dry-run --report`), a script
+//! run by the same Python (`RESOLVE`) walks the report's requirement graph from the project's
+//! requirements, evaluating every marker against [`SANDBOX_MARKERS`], and exactly the
+//! distributions the sandbox needs are installed, `--no-deps`. So SQLAlchemy 2.0's
+//! `greenlet; platform_machine == "x86_64" or ...`, true on the host and false on wasm32, is
+//! left out instead of refused, and a wheel with native code is known, and said, before
+//! anything is built. uv has no WASI target and no report: with uv, markers are the host's.
 
 use std::{
     collections::BTreeSet,
+    ffi::OsString,
     fmt, fs,
     path::{Path, PathBuf},
-    process::Command,
+    process::{Command, Output},
 };
+
+use serde::Deserialize;
 
 /// The folder, relative to the project.
 pub const DIR: &str = ".packages";
+
+/// The sandbox's Python as environment markers (PEP 508) see it, what every marker of a
+/// requirement is evaluated against: CPython 3.14.0 (componentize-py 0.25.1's, see
+/// `host/build.rs`) built for wasm32-wasip2. `sys.platform` is `wasi` and `os.name` `posix`;
+/// `platform.system()`, `release()`, `version()` and `machine()` are `os.uname()`'s fields,
+/// which wasi-libc fills with fixed values (`wasi`, `0.0.0`, `0.0.0`, `wasm32`) and
+/// `platform.uname()` passes on unchanged. Update with the componentize-py pin.
+pub const SANDBOX_MARKERS: &[(&str, &str)] = &[
+    ("implementation_name", "cpython"),
+    ("implementation_version", "3.14.0"),
+    ("os_name", "posix"),
+    ("platform_machine", "wasm32"),
+    ("platform_python_implementation", "CPython"),
+    ("platform_release", "0.0.0"),
+    ("platform_system", "wasi"),
+    ("platform_version", "0.0.0"),
+    ("python_full_version", "3.14.0"),
+    ("python_version", "3.14"),
+    ("sys_platform", "wasi"),
+];
+
+/// How many times pip resolves again with requirements the sandbox needs that the host's
+/// resolution left out (their marker is false on the host, true in the sandbox).
+const ROUNDS: usize = 4;
+
+/// The scratch folder of a resolution (pip's report), relative to the project; removed after.
+const SCRATCH: &str = ".packages.resolve";
 
 /// Why `packages install` did not install.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +87,8 @@ pub enum PackagesError {
     Io(String, std::io::Error),
     #[error("{0}")]
     Read(String),
+    #[error("resolving the requirements for the sandbox: {0}")]
+    Resolve(String),
 }
 
 /// A distribution with native code, and what shows it.
@@ -68,6 +109,102 @@ impl fmt::Display for Native {
             self.version,
             self.evidence.join(", ")
         )
+    }
+}
+
+/// What `install` says as it goes, before it installs (the CLI prints each as it comes).
+#[derive(Debug, Clone)]
+pub enum Note {
+    /// A distribution the host's resolution includes that the sandbox does not need: every
+    /// requirement on it has a marker that is false in the sandbox.
+    Skipped(Skipped),
+    /// A distribution whose wheel, as pip chose it, is for one platform (native code): it is
+    /// built from source without a C compiler, for its pure-Python fallback if it has one.
+    NativeWheel {
+        name: String,
+        version: String,
+        wheel: String,
+    },
+    /// Requirements the sandbox needs that the host's resolution left out (their marker is
+    /// false on the host): pip resolves again with them.
+    Resolving(Vec<String>),
+    /// Markers are evaluated for the host, not the sandbox (uv, or a pip without `--report`),
+    /// and why.
+    HostMarkers(String),
+}
+
+impl fmt::Display for Note {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Note::Skipped(skipped) => write!(f, "{skipped}"),
+            Note::NativeWheel {
+                name,
+                version,
+                wheel,
+            } => write!(
+                f,
+                "{name} {version}: its wheel {wheel} has native code, which the sandbox cannot load: building {name} from source without a C compiler (for its pure-Python fallback, if it has one)"
+            ),
+            Note::Resolving(requirements) => write!(
+                f,
+                "the sandbox also needs {} (the marker is true there, not on this machine): resolving again",
+                requirements.join(", ")
+            ),
+            Note::HostMarkers(why) => f.write_str(why),
+        }
+    }
+}
+
+/// A distribution left out because the sandbox does not need it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Skipped {
+    pub name: String,
+    pub version: String,
+    /// The requirements on it, each with a marker false in the sandbox; empty when only
+    /// distributions that are left out themselves require it.
+    pub reasons: Vec<SkipReason>,
+}
+
+/// A requirement whose marker is false in the sandbox.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SkipReason {
+    /// The distribution that has the requirement; None for the project's own requirements.
+    pub by: Option<String>,
+    pub marker: String,
+}
+
+impl fmt::Display for Skipped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let whose = |reason: &SkipReason| match &reason.by {
+            Some(by) => format!("{by}'s dependency"),
+            None => "the project's requirement".to_string(),
+        };
+        match self.reasons.as_slice() {
+            [] => write!(
+                f,
+                "{} {}: skipped, only packages that are not installed for the sandbox require it",
+                self.name, self.version
+            ),
+            [reason] => write!(
+                f,
+                "{} {} ({}): skipped, its marker `{}` is false in the sandbox",
+                self.name,
+                self.version,
+                whose(reason),
+                reason.marker
+            ),
+            reasons => write!(
+                f,
+                "{} {}: skipped, its markers are false in the sandbox: {}",
+                self.name,
+                self.version,
+                reasons
+                    .iter()
+                    .map(|r| format!("`{}` ({})", r.marker, whose(r)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
     }
 }
 
@@ -123,12 +260,9 @@ impl Installer {
         }
     }
 
-    fn command(
-        &self,
-        target: &Path,
-        requirements: &Requirements,
-        no_binary: &BTreeSet<String>,
-    ) -> Command {
+    /// The install of `what` (requirement arguments) into `target`, building `no_binary` from
+    /// source without a C compiler.
+    fn command(&self, target: &Path, what: &[OsString], no_binary: &BTreeSet<String>) -> Command {
         let mut command = match self {
             Installer::Pip { python } => {
                 let mut c = Command::new(python);
@@ -161,14 +295,7 @@ impl Installer {
                 c
             }
         };
-        match requirements {
-            Requirements::File(path) => {
-                command.arg("-r").arg(path);
-            }
-            Requirements::List(list) => {
-                command.args(list);
-            }
-        }
+        command.args(what);
         if !no_binary.is_empty() {
             // Building from source without a compiler: optional C extensions fail to build and
             // the package's pure-Python build is what gets installed.
@@ -232,6 +359,14 @@ impl Requirements {
         }
         Err(PackagesError::NoRequirements(root.to_path_buf()))
     }
+
+    /// As arguments of `pip install`.
+    fn args(&self) -> Vec<OsString> {
+        match self {
+            Requirements::File(path) => vec!["-r".into(), path.clone().into_os_string()],
+            Requirements::List(list) => list.iter().map(OsString::from).collect(),
+        }
+    }
 }
 
 /// The project's package folder, if `routes_dir`'s project has one: what `dev` mounts.
@@ -282,50 +417,57 @@ pub fn files(root: &Path) -> Result<Vec<(String, Vec<u8>)>, PackagesError> {
 }
 
 /// Install the project's requirements into `.packages/` with `installer`, refusing native
-/// code. `.packages/` is replaced only when everything succeeded.
-pub fn install(root: &Path, installer: &Installer) -> Result<Vec<Dist>, PackagesError> {
+/// code, and tell `note` what is left out or built from source, before anything is installed.
+/// `root` is absolute (the installer runs there). `.packages/` is replaced only when everything
+/// succeeded.
+pub fn install(
+    root: &Path,
+    installer: &Installer,
+    note: &mut dyn FnMut(Note),
+) -> Result<Vec<Dist>, PackagesError> {
     let requirements = Requirements::find(root)?;
     let staging = root.join(".packages.new");
     let mut no_binary: BTreeSet<String> = BTreeSet::new();
-    let dists = loop {
-        remove(&staging)?;
-        let mut command = installer.command(&staging, &requirements, &no_binary);
-        command.current_dir(root);
-        let shown = format!("{command:?}");
-        let output = command.output().map_err(|e| {
-            PackagesError::NoInstaller(format!("cannot run {}: {e}", installer.name()))
-        })?;
-        if !output.status.success() {
-            remove(&staging)?;
-            let mut text = String::from_utf8_lossy(&output.stderr).to_string();
-            text.push_str(&String::from_utf8_lossy(&output.stdout));
-            if !no_binary.is_empty() {
-                text.push_str(&format!(
-                    "\n(filerouter was building {} from source without a C compiler, because its wheels carry native code the sandbox cannot load)",
-                    no_binary.iter().cloned().collect::<Vec<_>>().join(", ")
-                ));
+    let what: Vec<OsString> = match plan(root, installer, &requirements, note)? {
+        Some(plan) => {
+            for skipped in plan.skipped {
+                note(Note::Skipped(skipped));
             }
-            return Err(PackagesError::Installer {
-                command: shown,
-                status: output.status.to_string(),
-                output: tail(&text, 40),
-            });
+            let mut pins: Vec<OsString> = Vec::new();
+            for pick in plan.install {
+                // Known from the report before anything is installed: go to the source at once.
+                if pick.native_wheel
+                    && !pick.direct
+                    && let Some(wheel) = pick.wheel
+                {
+                    no_binary.insert(normalize(&pick.name));
+                    note(Note::NativeWheel {
+                        name: pick.name,
+                        version: pick.version,
+                        wheel,
+                    });
+                }
+                pins.push(pick.requirement.into());
+            }
+            if pins.is_empty() {
+                pins
+            } else {
+                let mut what = vec![OsString::from("--no-deps")];
+                what.extend(plan.options.into_iter().map(OsString::from));
+                what.extend(pins);
+                what
+            }
         }
-        let found = inspect(&staging)?;
-        let native: Vec<Native> = found.iter().filter_map(|(_, n)| n.clone()).collect();
-        if native.is_empty() {
-            break found;
-        }
-        let fresh: Vec<String> = native
-            .iter()
-            .map(|n| normalize(&n.name))
-            .filter(|n| !no_binary.contains(n))
-            .collect();
-        if fresh.is_empty() {
-            remove(&staging)?;
-            return Err(PackagesError::NativeCode(native));
-        }
-        no_binary.extend(fresh);
+        None => requirements.args(),
+    };
+    let dists = if what.is_empty() {
+        // Every requirement's marker is false in the sandbox: nothing to install.
+        remove(&staging)?;
+        fs::create_dir_all(&staging)
+            .map_err(|e| PackagesError::Io(staging.display().to_string(), e))?;
+        Vec::new()
+    } else {
+        fill(root, &staging, installer, &what, &mut no_binary)?
     };
     for leftover in ["bin", "__pycache__"] {
         remove(&staging.join(leftover))?;
@@ -349,6 +491,532 @@ pub fn install(root: &Path, installer: &Installer) -> Result<Vec<Dist>, Packages
         .collect())
 }
 
+/// Install `what` (requirement arguments) into `staging` until nothing installed has native
+/// code: a distribution that has is installed again from source without a C compiler (added
+/// to `no_binary`, which may already name distributions known to need it), and refused if it
+/// still has.
+fn fill(
+    root: &Path,
+    staging: &Path,
+    installer: &Installer,
+    what: &[OsString],
+    no_binary: &mut BTreeSet<String>,
+) -> Result<Vec<(Dist, Option<Native>)>, PackagesError> {
+    loop {
+        remove(staging)?;
+        let mut command = installer.command(staging, what, no_binary);
+        command.current_dir(root);
+        let shown = format!("{command:?}");
+        let output = command.output().map_err(|e| {
+            PackagesError::NoInstaller(format!("cannot run {}: {e}", installer.name()))
+        })?;
+        if !output.status.success() {
+            remove(staging)?;
+            let mut text = both(&output);
+            if !no_binary.is_empty() {
+                text.push_str(&format!(
+                    "\n(filerouter was building {} from source without a C compiler, because its wheels carry native code the sandbox cannot load)",
+                    no_binary.iter().cloned().collect::<Vec<_>>().join(", ")
+                ));
+            }
+            return Err(PackagesError::Installer {
+                command: shown,
+                status: output.status.to_string(),
+                output: tail(&text, 40),
+            });
+        }
+        let found = inspect(staging, no_binary)?;
+        let native: Vec<Native> = found.iter().filter_map(|(_, n)| n.clone()).collect();
+        if native.is_empty() {
+            return Ok(found);
+        }
+        let fresh: Vec<String> = native
+            .iter()
+            .map(|n| normalize(&n.name))
+            .filter(|n| !no_binary.contains(n))
+            .collect();
+        if fresh.is_empty() {
+            remove(staging)?;
+            return Err(PackagesError::NativeCode(native));
+        }
+        no_binary.extend(fresh);
+    }
+}
+
+/// What the sandbox needs of the requirements, as `RESOLVE` prints it.
+#[derive(Debug, Deserialize)]
+struct Plan {
+    /// Every distribution to install, pinned.
+    install: Vec<Pick>,
+    /// What the host's resolution includes and the sandbox does not need.
+    skipped: Vec<Skipped>,
+    /// Requirements the sandbox needs that the host's resolution does not satisfy.
+    missing: Vec<String>,
+    /// The requirements files' index and link options, for the install.
+    options: Vec<String>,
+}
+
+/// One distribution to install.
+#[derive(Debug, Deserialize)]
+struct Pick {
+    name: String,
+    version: String,
+    /// `name==version`, or `name @ URL` for one that came from a URL or a path.
+    requirement: String,
+    /// The file name of the wheel pip chose, if it chose a wheel.
+    wheel: Option<String>,
+    /// That wheel is for one platform (not `none-any`): it has native code.
+    native_wheel: bool,
+    /// From a URL or a path rather than an index: pip installs that file, `--no-binary` or not.
+    direct: bool,
+}
+
+/// What to install, resolved for the sandbox; None where markers can only be evaluated for the
+/// host (uv; a pip without `--report` or without its vendored `packaging`), as told to `note`.
+fn plan(
+    root: &Path,
+    installer: &Installer,
+    requirements: &Requirements,
+    note: &mut dyn FnMut(Note),
+) -> Result<Option<Plan>, PackagesError> {
+    let Installer::Pip { python } = installer else {
+        note(Note::HostMarkers(
+            "uv evaluates environment markers for this machine, not for the sandbox (CPython 3.14 on WASI, which uv has no target for): a dependency required only on this machine's platform, such as SQLAlchemy 2.0's greenlet, is installed too, and refused if it has native code; `--installer pip` evaluates them for the sandbox"
+                .into(),
+        ));
+        return Ok(None);
+    };
+    let scratch = root.join(SCRATCH);
+    remove(&scratch)?;
+    fs::create_dir_all(&scratch)
+        .map_err(|e| PackagesError::Io(scratch.display().to_string(), e))?;
+    let planned = resolve(root, python, requirements, &scratch, note);
+    remove(&scratch)?;
+    planned
+}
+
+/// Resolve with `pip install --dry-run --report` into `scratch`, and read the report for the
+/// sandbox with `RESOLVE`; again, with them added, while the sandbox needs requirements the
+/// report does not satisfy.
+fn resolve(
+    root: &Path,
+    python: &str,
+    requirements: &Requirements,
+    scratch: &Path,
+    note: &mut dyn FnMut(Note),
+) -> Result<Option<Plan>, PackagesError> {
+    let report = scratch.join("report.json");
+    let environment = sandbox_environment();
+    let (files, lines) = match requirements {
+        Requirements::File(path) => (vec![path.to_string_lossy().into_owned()], Vec::new()),
+        Requirements::List(list) => (Vec::new(), list.clone()),
+    };
+    let mut added: Vec<String> = Vec::new();
+    for _ in 0..ROUNDS {
+        let mut command = Command::new(python);
+        command
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--dry-run",
+                "--ignore-installed",
+                "--no-cache-dir",
+                "--disable-pip-version-check",
+                "--no-input",
+                "--quiet",
+                "--report",
+            ])
+            .arg(&report)
+            .args(requirements.args())
+            .args(&added)
+            .current_dir(root);
+        let shown = format!("{command:?}");
+        let output = command
+            .output()
+            .map_err(|e| PackagesError::NoInstaller(format!("cannot run pip: {e}")))?;
+        if !output.status.success() {
+            let text = both(&output);
+            if text.contains("no such option: --report")
+                || text.contains("no such option: --dry-run")
+            {
+                note(Note::HostMarkers(format!(
+                    "`{python} -m pip` has no `install --dry-run --report` (pip 22.2 and later have it): environment markers are evaluated for this machine, not for the sandbox; `{python} -m pip install --upgrade pip` makes them the sandbox's"
+                )));
+                return Ok(None);
+            }
+            return Err(PackagesError::Installer {
+                command: shown,
+                status: output.status.to_string(),
+                output: tail(&text, 40),
+            });
+        }
+        let mut roots = lines.clone();
+        roots.extend(added.iter().cloned());
+        let spec = serde_json::json!({
+            "environment": &environment,
+            "report": report.to_string_lossy(),
+            "files": &files,
+            "lines": roots,
+        });
+        // `-c` puts the working folder first on sys.path: the scratch folder, where nothing
+        // shadows the standard library or pip.
+        let output = Command::new(python)
+            .arg("-c")
+            .arg(RESOLVE)
+            .arg(spec.to_string())
+            .current_dir(scratch)
+            .output()
+            .map_err(|e| PackagesError::NoInstaller(format!("cannot run {python}: {e}")))?;
+        if output.status.code() == Some(3) {
+            note(Note::HostMarkers(format!(
+                "{}: environment markers are evaluated for this machine, not for the sandbox",
+                String::from_utf8_lossy(&output.stderr).trim()
+            )));
+            return Ok(None);
+        }
+        if !output.status.success() {
+            return Err(PackagesError::Resolve(format!(
+                "evaluating pip's report for the sandbox failed ({}):\n{}",
+                output.status,
+                tail(&both(&output), 20)
+            )));
+        }
+        let plan: Plan = serde_json::from_slice(&output.stdout).map_err(|e| {
+            PackagesError::Resolve(format!("unreadable answer of the report's evaluation: {e}"))
+        })?;
+        if plan.missing.is_empty() {
+            return Ok(Some(plan));
+        }
+        let fresh: Vec<String> = plan
+            .missing
+            .iter()
+            .filter(|m| !added.contains(m))
+            .cloned()
+            .collect();
+        if fresh.is_empty() {
+            return Err(PackagesError::Resolve(format!(
+                "pip's resolution does not satisfy {}, which the sandbox needs: add {} to the requirements",
+                plan.missing.join(", "),
+                if plan.missing.len() == 1 {
+                    "it"
+                } else {
+                    "them"
+                }
+            )));
+        }
+        note(Note::Resolving(fresh.clone()));
+        added.extend(fresh);
+    }
+    Err(PackagesError::Resolve(format!(
+        "pip's resolution still lacks what the sandbox needs after {ROUNDS} rounds: add {} to the requirements",
+        added.join(", ")
+    )))
+}
+
+/// [`SANDBOX_MARKERS`] as a JSON object, for `RESOLVE`.
+fn sandbox_environment() -> serde_json::Map<String, serde_json::Value> {
+    SANDBOX_MARKERS
+        .iter()
+        .map(|(name, value)| (name.to_string(), serde_json::Value::from(*value)))
+        .collect()
+}
+
+/// A command's stderr, then its stdout.
+fn both(output: &Output) -> String {
+    let mut text = String::from_utf8_lossy(&output.stderr).into_owned();
+    text.push_str(&String::from_utf8_lossy(&output.stdout));
+    text
+}
+
+/// The Python script, run by the Python that runs pip, that reads pip's installation report
+/// for the sandbox: from the project's requirements (their markers and extras, read from the
+/// requirements files or the pyproject list) it walks each resolved distribution's
+/// `Requires-Dist`, evaluating every marker against the sandbox's values ([`SANDBOX_MARKERS`])
+/// with the extras asked for, and prints as JSON what to install (pinned, with whether the
+/// chosen wheel is for one platform), what the host resolved and the sandbox does not need
+/// (with the markers that are false), what the sandbox needs and the report lacks, and the
+/// requirements files' index options. Uses pip's vendored `packaging` only.
+const RESOLVE: &str = r##"
+# Reads pip's installation report for the sandbox. argv[1]: JSON {"environment": the sandbox's
+# marker values, "report": the report's path, "files": requirements files, "lines": requirement
+# strings}. Prints JSON {"install": [{"name", "version", "requirement", "wheel", "native_wheel",
+# "direct"}],
+# "skipped": [{"name", "version", "reasons": [{"by", "marker"}]}], "missing": [requirement],
+# "options": [argument]}. Exits 3 without pip's vendored packaging.
+import copy, json, os, re, shlex, sys, urllib.parse
+
+try:
+    from pip._vendor.packaging.markers import default_environment
+    from pip._vendor.packaging.requirements import InvalidRequirement, Requirement
+    from pip._vendor.packaging.utils import canonicalize_name
+except ImportError as e:
+    print("this pip has no pip._vendor.packaging: %s" % e, file=sys.stderr)
+    sys.exit(3)
+
+spec = json.loads(sys.argv[1])
+sandbox = spec["environment"]
+with open(spec["report"], encoding="utf-8") as f:
+    report = json.load(f)
+host = dict(default_environment(), **(report.get("environment") or {}))
+
+# Options of requirements files that apply to the whole install (indexes, links): the install
+# of the resolved distributions needs them too.
+GLOBAL = {
+    "-i": "--index-url", "--index-url": "--index-url", "--extra-index-url": "--extra-index-url",
+    "-f": "--find-links", "--find-links": "--find-links", "--trusted-host": "--trusted-host",
+    "--only-binary": "--only-binary", "--no-binary": "--no-binary",
+    "--no-index": "--no-index", "--pre": "--pre", "--prefer-binary": "--prefer-binary",
+}
+FLAGS = {"--no-index", "--pre", "--prefer-binary"}
+NESTED = {"-r": "r", "--requirement": "r", "-c": "c", "--constraint": "c", "-e": "e", "--editable": "e"}
+ARCHIVES = (".whl", ".zip", ".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tbz", ".tar.xz", ".txz")
+NAMED_URL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\s*(\[[^\]]*\])?\s*@")
+
+roots = []
+options = []
+
+
+def root(text):
+    """A requirement line: a named requirement is kept for its marker and extras; a path or a
+    URL without a name is installed as pip resolved it."""
+    head = text.split(";")[0].strip()
+    if not NAMED_URL.match(head) and (
+        "/" in head or "\\" in head or head.startswith(".") or "://" in head
+        or head.lower().endswith(ARCHIVES)
+    ):
+        return
+    try:
+        roots.append(Requirement(text))
+    except InvalidRequirement:
+        pass
+
+
+def lines(text):
+    """pip's logical lines: continuations joined, comments dropped, ${VAR} expanded."""
+    comment = re.compile(r"(^|\s+)#.*$")
+    joined, part = [], None
+    for line in text.splitlines():
+        if line.endswith("\\") and not comment.match(line):
+            part = (part or "") + line.strip("\\")
+            continue
+        if part is not None:
+            line = part + (" " + line if comment.match(line) else line)
+        joined.append(line)
+        part = None
+    if part is not None:
+        joined.append(part)
+    for line in joined:
+        line = comment.sub("", line).strip()
+        line = re.sub(r"\$\{([A-Z0-9_]+)\}", lambda m: os.environ.get(m.group(1), m.group(0)), line)
+        if line:
+            yield line
+
+
+def read(path, seen):
+    """A requirements file: its requirements into `roots`, its index and link options into
+    `options`, the files it includes (-r) too."""
+    path = os.path.abspath(path)
+    if path in seen:
+        return
+    seen.add(path)
+    base = os.path.dirname(path)
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    for line in lines(text):
+        args = []
+        for token in line.split():
+            if token.startswith("-"):
+                break
+            args.append(token)
+        if args:
+            root(" ".join(args))
+            continue
+        words = shlex.split(line)
+        i = 0
+        while i < len(words):
+            word = words[i]
+            i += 1
+            name, eq, value = word.partition("=")
+            if not eq and not word.startswith("--") and len(word) > 2:
+                name, value, eq = word[:2], word[2:], "="
+            wanted = GLOBAL.get(name) or NESTED.get(name)
+            if wanted is None:
+                continue
+            if name in FLAGS:
+                options.append(name)
+                continue
+            if not eq:
+                if i >= len(words):
+                    break
+                value = words[i]
+                i += 1
+            kind = NESTED.get(name)
+            if kind == "r":
+                if "://" not in value:
+                    read(os.path.join(base, value), seen)
+            elif kind == "e":
+                root(value)
+            elif kind is None:
+                if wanted == "--find-links" and "://" not in value:
+                    near = os.path.join(base, value)
+                    if os.path.exists(near):
+                        value = near
+                options.extend([wanted, value])
+
+
+seen = set()
+for path in spec["files"]:
+    read(path, seen)
+for text in spec["lines"]:
+    root(text)
+
+dists = {}
+for item in report.get("install") or []:
+    dists[canonicalize_name(item["metadata"]["name"])] = item
+
+
+def holds(marker, environment, extras):
+    """Whether `marker` is true in `environment` for a distribution wanted with `extras` (one
+    that cannot be evaluated counts as true: installed, as pip would)."""
+    if marker is None:
+        return True
+    for extra in sorted(extras) or [""]:
+        for name in {extra, canonicalize_name(extra)} if extra else {""}:
+            values = dict(environment)
+            values["extra"] = name
+            try:
+                if marker.evaluate(values):
+                    return True
+            except Exception:
+                return True
+    return False
+
+
+def unmarked(req):
+    req = copy.copy(req)
+    req.marker = None
+    return str(req)
+
+
+need = {}  # canonical name -> extras wanted in the sandbox
+queue = []
+why_not = {}  # canonical name -> [(needed by, marker)], requirements false in the sandbox
+missing = []
+
+
+def satisfies(req, version):
+    try:
+        return req.specifier.contains(version, prereleases=True)
+    except Exception:
+        return True
+
+
+def want(canon, extras):
+    have = need.get(canon)
+    if have is not None and set(extras) <= have:
+        return
+    need[canon] = (have or set()) | set(extras)
+    queue.append(canon)
+
+
+def wanted(req):
+    """A requirement the sandbox needs: installed as the host's pip resolved it, or missing
+    from that resolution (its marker is false on the host, or it asks for another version)."""
+    canon = canonicalize_name(req.name)
+    item = dists.get(canon)
+    if item is None or (req.url is None and not satisfies(req, item["metadata"]["version"])):
+        missing.append(unmarked(req))
+        return
+    want(canon, req.extras)
+
+
+named = {}
+for req in roots:
+    named.setdefault(canonicalize_name(req.name), []).append(req)
+for canon, reqs in named.items():
+    live = [r for r in reqs if holds(r.marker, sandbox, ())]
+    for req in live:
+        wanted(req)
+    if not live and canon in dists:
+        why_not.setdefault(canon, []).extend((None, str(r.marker)) for r in reqs)
+for canon, item in dists.items():
+    if item.get("requested") and canon not in named:
+        want(canon, item.get("requested_extras") or ())
+
+while queue:
+    canon = queue.pop()
+    item = dists[canon]
+    extras = need[canon]
+    for text in item["metadata"].get("requires_dist") or ():
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if holds(req.marker, sandbox, extras):
+            wanted(req)
+        elif canonicalize_name(req.name) in dists and holds(req.marker, host, extras):
+            why_not.setdefault(canonicalize_name(req.name), []).append(
+                (item["metadata"]["name"], str(req.marker))
+            )
+
+
+def wheel(item):
+    url = (item.get("download_info") or {}).get("url") or ""
+    file = urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
+    return file if file.endswith(".whl") else None
+
+
+def native(file):
+    """Whether a wheel's file name says it is for one platform: an ABI or platform tag other
+    than none-any."""
+    parts = file[: -len(".whl")].split("-")
+    return len(parts) >= 5 and (parts[-2] != "none" or parts[-1] != "any")
+
+
+def requirement(item):
+    """What installs exactly this distribution: name==version from an index, the URL it came
+    from otherwise."""
+    meta = item["metadata"]
+    info = item.get("download_info") or {}
+    if not item.get("is_direct") or not info.get("url"):
+        return "%s==%s" % (meta["name"], meta["version"])
+    url = info["url"]
+    vcs = info.get("vcs_info")
+    if vcs:
+        url = "%s+%s@%s" % (vcs["vcs"], url, vcs.get("commit_id") or vcs.get("requested_revision") or "")
+        url = url.rstrip("@")
+    if info.get("subdirectory"):
+        url += "#subdirectory=" + info["subdirectory"]
+    return "%s @ %s" % (meta["name"], url)
+
+
+install = []
+for canon in sorted(need):
+    item = dists[canon]
+    file = wheel(item)
+    install.append({
+        "name": item["metadata"]["name"],
+        "version": item["metadata"]["version"],
+        "requirement": requirement(item),
+        "wheel": file,
+        "native_wheel": bool(file and native(file)),
+        "direct": bool(item.get("is_direct")),
+    })
+skipped = []
+for canon in sorted(set(dists) - set(need)):
+    item = dists[canon]
+    skipped.append({
+        "name": item["metadata"]["name"],
+        "version": item["metadata"]["version"],
+        "reasons": [{"by": by, "marker": marker} for by, marker in why_not.get(canon, ())],
+    })
+json.dump(
+    {"install": install, "skipped": skipped, "missing": sorted(set(missing)), "options": options},
+    sys.stdout,
+)
+"##;
+
 /// A distribution name as pip compares them (PEP 503).
 fn normalize(name: &str) -> String {
     name.to_ascii_lowercase().replace(['_', '.'], "-")
@@ -368,8 +1036,14 @@ fn tail(text: &str, n: usize) -> String {
 }
 
 /// The distributions installed in `dir` (from their `.dist-info`), each with its native code
-/// if it has any.
-fn inspect(dir: &Path) -> Result<Vec<(Dist, Option<Native>)>, PackagesError> {
+/// if it has any. For one built here from source (named in `built_here`, normalized, and not
+/// installed from a wheel's URL) only its files count: its wheel is tagged for this platform
+/// when it declares extension modules, even if none was compiled (SQLAlchemy's Cython
+/// extensions, without a C compiler).
+fn inspect(
+    dir: &Path,
+    built_here: &BTreeSet<String>,
+) -> Result<Vec<(Dist, Option<Native>)>, PackagesError> {
     let mut out = Vec::new();
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
@@ -396,11 +1070,18 @@ fn inspect(dir: &Path) -> Result<Vec<(Dist, Option<Native>)>, PackagesError> {
             version: field("Version:"),
             built_pure: false,
         };
+        // pip records where a distribution installed from a URL or a path came from.
+        let from_wheel = serde_json::from_str::<serde_json::Value>(&read("direct_url.json"))
+            .ok()
+            .and_then(|v| v.get("url")?.as_str().map(|url| url.ends_with(".whl")))
+            .unwrap_or(false);
         let mut evidence = Vec::new();
-        for tag in read("WHEEL").lines().filter_map(|l| l.strip_prefix("Tag:")) {
-            let tag = tag.trim();
-            if !tag.ends_with("-none-any") {
-                evidence.push(format!("wheel tag {tag} (not py3-none-any)"));
+        if from_wheel || !built_here.contains(&normalize(&dist.name)) {
+            for tag in read("WHEEL").lines().filter_map(|l| l.strip_prefix("Tag:")) {
+                let tag = tag.trim();
+                if !tag.ends_with("-none-any") {
+                    evidence.push(format!("wheel tag {tag} (not py3-none-any)"));
+                }
             }
         }
         for line in read("RECORD").lines() {
@@ -478,7 +1159,7 @@ mod tests {
         fs::write(pure.join("METADATA"), "Name: Jinja2\nVersion: 3.1.6\n").unwrap();
         fs::write(pure.join("WHEEL"), "Tag: py3-none-any\n").unwrap();
         fs::write(pure.join("RECORD"), "jinja2/__init__.py,,\n").unwrap();
-        let found = inspect(dir.path()).unwrap();
+        let found = inspect(dir.path(), &BTreeSet::new()).unwrap();
         assert_eq!(found.len(), 2);
         assert_eq!(found[0].0.name, "Jinja2");
         assert!(found[0].1.is_none());
@@ -491,5 +1172,165 @@ mod tests {
             native.contains("_speedups.cpython-311-x86_64-linux-gnu.so"),
             "{native}"
         );
+    }
+
+    #[test]
+    fn a_wheel_built_here_is_judged_by_its_files() {
+        // SQLAlchemy built from source without a C compiler: its wheel is tagged for this
+        // platform (it declares Cython extensions), but none was compiled.
+        let dir = tempfile::tempdir().unwrap();
+        let info = dir.path().join("sqlalchemy-2.0.58.dist-info");
+        fs::create_dir_all(&info).unwrap();
+        fs::write(info.join("METADATA"), "Name: SQLAlchemy\nVersion: 2.0.58\n").unwrap();
+        fs::write(info.join("WHEEL"), "Tag: cp311-cp311-linux_x86_64\n").unwrap();
+        fs::write(
+            info.join("RECORD"),
+            "sqlalchemy/__init__.py,,\nsqlalchemy/cyextension/util.pyx,,\n",
+        )
+        .unwrap();
+        let downloaded = inspect(dir.path(), &BTreeSet::new()).unwrap();
+        assert!(downloaded[0].1.is_some());
+        let built_here = inspect(dir.path(), &BTreeSet::from(["sqlalchemy".to_string()])).unwrap();
+        assert!(built_here[0].1.is_none(), "{:?}", built_here[0].1);
+        // Unless pip installed it from a wheel's URL, which `--no-binary` does not change.
+        fs::write(
+            info.join("direct_url.json"),
+            r#"{"url": "file:///w/sqlalchemy-2.0.58-cp311-cp311-linux_x86_64.whl", "archive_info": {}}"#,
+        )
+        .unwrap();
+        let from_url = inspect(dir.path(), &BTreeSet::from(["sqlalchemy".to_string()])).unwrap();
+        assert!(from_url[0].1.is_some());
+        fs::remove_file(info.join("direct_url.json")).unwrap();
+        // A native file counts all the same.
+        fs::write(
+            info.join("RECORD"),
+            "sqlalchemy/cyextension/util.cpython-311-x86_64-linux-gnu.so,,\n",
+        )
+        .unwrap();
+        let built_here = inspect(dir.path(), &BTreeSet::from(["sqlalchemy".to_string()])).unwrap();
+        assert!(built_here[0].1.is_some());
+    }
+
+    #[test]
+    fn a_skipped_requirement_says_whose_and_which_marker() {
+        let skipped = Skipped {
+            name: "greenlet".into(),
+            version: "3.5.6".into(),
+            reasons: vec![SkipReason {
+                by: Some("SQLAlchemy".into()),
+                marker: r#"platform_machine == "x86_64""#.into(),
+            }],
+        };
+        assert_eq!(
+            Note::Skipped(skipped).to_string(),
+            r#"greenlet 3.5.6 (SQLAlchemy's dependency): skipped, its marker `platform_machine == "x86_64"` is false in the sandbox"#
+        );
+    }
+
+    /// A pip report as `pip install --dry-run --report` writes it on x86_64 Linux with CPython
+    /// 3.11, for SQLAlchemy 2.0 (greenlet where `platform_machine` is x86_64, ...) and WebOb
+    /// (legacy-cgi from Python 3.13 on, which the host's 3.11 left out).
+    fn host_report() -> serde_json::Value {
+        let dist = |name: &str, version: &str, wheel: &str, requested: bool, requires: &[&str]| {
+            serde_json::json!({
+                "metadata": {"name": name, "version": version, "requires_dist": requires},
+                "download_info": {
+                    "url": format!("https://files.example/packages/{wheel}"),
+                    "archive_info": {},
+                },
+                "is_direct": false,
+                "requested": requested,
+            })
+        };
+        serde_json::json!({
+            "version": "1",
+            "environment": {
+                "implementation_name": "cpython", "implementation_version": "3.11.7",
+                "os_name": "posix", "platform_machine": "x86_64",
+                "platform_python_implementation": "CPython", "platform_release": "6.1",
+                "platform_system": "Linux", "platform_version": "#1",
+                "python_full_version": "3.11.7", "python_version": "3.11", "sys_platform": "linux",
+            },
+            "install": [
+                dist(
+                    "SQLAlchemy",
+                    "2.0.58",
+                    "sqlalchemy-2.0.58-cp311-cp311-manylinux_2_17_x86_64.whl",
+                    true,
+                    &[
+                        r#"importlib-metadata; python_version < "3.8""#,
+                        r#"greenlet>=1; platform_machine == "aarch64" or (platform_machine == "ppc64le" or (platform_machine == "x86_64" or (platform_machine == "amd64" or (platform_machine == "AMD64" or (platform_machine == "win32" or platform_machine == "WIN32")))))"#,
+                        "typing-extensions>=4.6.0",
+                        r#"greenlet>=1; extra == "asyncio""#,
+                    ],
+                ),
+                dist("greenlet", "3.5.6", "greenlet-3.5.6-cp311-cp311-manylinux_2_24_x86_64.whl", false, &[]),
+                dist("typing_extensions", "4.16.0", "typing_extensions-4.16.0-py3-none-any.whl", false, &[]),
+                dist(
+                    "WebOb",
+                    "1.8.11",
+                    "webob-1.8.11-py2.py3-none-any.whl",
+                    true,
+                    &[r#"legacy-cgi>=2.6; python_version >= "3.13""#],
+                ),
+            ],
+        })
+    }
+
+    #[test]
+    fn markers_are_evaluated_for_the_sandbox() {
+        let pip = Command::new("python3")
+            .args(["-c", "import pip._vendor.packaging"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !pip {
+            eprintln!(
+                "\n!!!!!!!!\nSKIPPED: markers_are_evaluated_for_the_sandbox: no python3 with pip\n!!!!!!!!\n"
+            );
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let report = dir.path().join("report.json");
+        fs::write(&report, host_report().to_string()).unwrap();
+        let spec = serde_json::json!({
+            "environment": sandbox_environment(),
+            "report": report.to_string_lossy(),
+            "files": [],
+            "lines": ["SQLAlchemy==2.0.58", "WebOb", "typing_extensions; python_version < '3.12'"],
+        });
+        let output = Command::new("python3")
+            .arg("-c")
+            .arg(RESOLVE)
+            .arg(spec.to_string())
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", both(&output));
+        let plan: Plan = serde_json::from_slice(&output.stdout).unwrap();
+        let install: Vec<(&str, bool)> = plan
+            .install
+            .iter()
+            .map(|p| (p.requirement.as_str(), p.native_wheel))
+            .collect();
+        // typing_extensions: the project's own requirement on it is false in the sandbox, and
+        // SQLAlchemy's is true.
+        assert_eq!(
+            install,
+            [
+                ("SQLAlchemy==2.0.58", true),
+                ("typing_extensions==4.16.0", false),
+                ("WebOb==1.8.11", false),
+            ]
+        );
+        assert_eq!(plan.skipped.len(), 1, "{:?}", plan.skipped);
+        let greenlet = Note::Skipped(plan.skipped[0].clone()).to_string();
+        assert!(
+            greenlet.starts_with(
+                r#"greenlet 3.5.6 (SQLAlchemy's dependency): skipped, its marker `platform_machine == "aarch64" or"#
+            ),
+            "{greenlet}"
+        );
+        assert_eq!(plan.missing, ["legacy-cgi>=2.6"]);
+        assert!(plan.options.is_empty());
     }
 }

@@ -5,6 +5,8 @@
 //! again; a broken one keeps the last good settings and reports the error. A changed plugin
 //! (a `.wasm` or `.wit` file, or its entry in `config.py`) is loaded and checked again; a
 //! broken one keeps the last good plugins and shows the error on every request until fixed.
+//! A new or changed file in `migrations/` is applied; a broken one leaves the database as it
+//! was and shows its file and line on every request until fixed.
 //!
 //! The watcher never follows symbolic links: a link under `public/` or `routes/_lib/` to `/`
 //! or `/usr` adds no watches (it would add one per folder of the whole tree, and fail on
@@ -24,11 +26,15 @@ use crate::{
 /// The kind of the failure every request shows while a plugin does not load.
 const PLUGIN_ERROR: &str = "PluginError";
 
+/// The kind of the failure every request shows while a migration does not apply.
+pub const MIGRATION_ERROR: &str = "MigrationError";
+
 /// What a batch of file events touched.
 #[derive(Debug, Clone, Copy, Default)]
 struct Changed {
     config: bool,
     plugins: bool,
+    migrations: bool,
 }
 
 /// How long to wait for more events before reloading.
@@ -54,6 +60,7 @@ pub fn watch(app: App) -> notify::Result<RecommendedWatcher> {
                         .iter()
                         .any(|p| p.file_name().is_some_and(|n| n == "config.py")),
                     plugins: relevant.iter().any(|p| is_plugin_file(p)),
+                    migrations: relevant.iter().any(|p| is_migration(&root, p)),
                 };
                 let _ = tx.send(changed);
             }
@@ -69,6 +76,7 @@ pub fn watch(app: App) -> notify::Result<RecommendedWatcher> {
             while let Ok(Some(more)) = tokio::time::timeout(DEBOUNCE, rx.recv()).await {
                 changed.config |= more.config;
                 changed.plugins |= more.plugins;
+                changed.migrations |= more.migrations;
             }
             changed.plugins |= plugins_broken;
             plugins_broken = reload(&app, changed).await;
@@ -85,9 +93,40 @@ fn is_relevant(root: &Path, path: &Path) -> bool {
     let mut components = rel.components().map(|c| c.as_os_str().to_string_lossy());
     match components.next().as_deref() {
         Some("routes") => !rel.components().any(|c| c.as_os_str() == "__pycache__"),
-        Some(".cache") | Some("typings") => false,
+        Some(".cache") | Some("typings") | Some(crate::data::DEFAULT_DIR) => false,
+        Some(crate::db::migrations::FOLDER) => is_migration(root, path),
         Some(name) => name.ends_with(".py") || is_plugin_file(path),
         None => false,
+    }
+}
+
+/// Whether `path` is a migration file.
+fn is_migration(root: &Path, path: &Path) -> bool {
+    path.parent() == Some(&root.join(crate::db::migrations::FOLDER))
+        && path.extension().is_some_and(|e| e == "sql")
+}
+
+/// Apply the project's pending migrations; the failure every request shows while one does not
+/// apply (the database keeps its last good state), or `None`.
+pub async fn migrate(root: &Path, data: &crate::data::Data) -> Option<Failure> {
+    match crate::db::migrations::apply_folder(root, &data.db).await {
+        Ok(applied) => {
+            for name in applied {
+                tracing::info!("migration {name} applied");
+            }
+            None
+        }
+        Err(e) => {
+            tracing::error!("{e}");
+            Some(Failure::simple(
+                hyper::StatusCode::INTERNAL_SERVER_ERROR,
+                MIGRATION_ERROR,
+                &e.to_string(),
+                vec![
+                    "Fix the migration: the database keeps its last good state meanwhile, and the server applies the fix by itself".into(),
+                ],
+            ))
+        }
     }
 }
 
@@ -157,6 +196,19 @@ async fn reload(app: &App, changed: Changed) -> bool {
                     ));
                 }
             }
+        }
+    }
+    let migration_broken = config_error
+        .as_ref()
+        .is_some_and(|f| f.kind == MIGRATION_ERROR);
+    if changed.migrations || migration_broken {
+        match migrate(&app.root, sandbox.data()).await {
+            Some(failure) if config_error.is_none() || migration_broken => {
+                config_error = Some(failure)
+            }
+            Some(_) => {}
+            None if migration_broken => config_error = None,
+            None => {}
         }
     }
     let project = Project::load(&app.root, &sandbox, Some(&current.project)).await;

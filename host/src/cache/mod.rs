@@ -115,6 +115,9 @@ pub struct Metadata {
     /// The root Python files baked into the guest (`middleware.py`, `docs.py`, `not-found.py`).
     #[serde(default)]
     pub root_files: Vec<String>,
+    /// The project's `migrations/*.sql` at build time, which `run` checks its database against.
+    #[serde(default)]
+    pub migrations: Vec<crate::db::migrations::Migration>,
 }
 
 /// The contents of a cache.
@@ -361,6 +364,7 @@ mod tests {
                 settings: Settings::default(),
                 routes: Vec::new(),
                 root_files: Vec::new(),
+                migrations: Vec::new(),
             },
             component: b"component bytes".repeat(100),
             native: b"native bytes".repeat(100),

@@ -87,7 +87,18 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
     check(&project)?;
     let files = sources(&routes_dir)?;
     let packages = packages::files(&root)?;
-    let inputs = inputs_hash(&root, &files, &packages, level, key.is_some(), &settings);
+    let migrations = crate::db::migrations::read(&root)?;
+    let inputs = inputs_hash(
+        &root,
+        Sources {
+            files: &files,
+            packages: &packages,
+            migrations: &migrations,
+        },
+        level,
+        key.is_some(),
+        &settings,
+    );
     eprintln!(
         "[1/4] config.py and routes/: {} route files inspected ({:.1}s)",
         project.routes.len(),
@@ -162,6 +173,7 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
             })
             .collect(),
         root_files: project.root_files.names().to_vec(),
+        migrations,
     };
     let manifest = Manifest {
         format: seal::FORMAT,
@@ -324,10 +336,22 @@ fn seal_plugins(root: &Path, plugins: &crate::plugins::Plugins) -> anyhow::Resul
     Ok(crate::plugins::sealed::encode(&sealed))
 }
 
+/// What a build reads besides `config.py`, the root files and the plugins.
+struct Sources<'a> {
+    /// `routes/` files, as (path, source).
+    files: &'a [(String, String)],
+    /// `.packages/` files, as (path, bytes).
+    packages: &'a [(String, Vec<u8>)],
+    migrations: &'a [crate::db::migrations::Migration],
+}
+
 fn inputs_hash(
     root: &Path,
-    files: &[(String, String)],
-    packages: &[(String, Vec<u8>)],
+    Sources {
+        files,
+        packages,
+        migrations,
+    }: Sources<'_>,
     level: i32,
     encrypted: bool,
     settings: &Settings,
@@ -370,6 +394,12 @@ fn inputs_hash(
         for file in wit_files {
             hasher.update(file.to_string_lossy().as_bytes());
             hasher.update(&fs::read(&file).unwrap_or_default());
+        }
+    }
+    for migration in migrations {
+        for part in [&migration.name, &migration.sql] {
+            hasher.update(&(part.len() as u64).to_le_bytes());
+            hasher.update(part.as_bytes());
         }
     }
     for (path, source) in files {

@@ -9,6 +9,7 @@ use super::ServeArgs;
 use crate::{
     app::{App, Loaded, Mode},
     config::Settings,
+    data::Data,
     logging,
     project::Project,
     reload,
@@ -53,7 +54,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .context("engine setup panicked")??;
     scheduler.set_preemption(engine.engine().preemption());
     let queue = scheduler.queue("project", settings.server.queue_config(workers));
-    let sandbox = Sandbox::new(engine, Some(&routes_dir), settings.limits(), queue)?;
+    let data_dir = crate::data::dir(&root, args.data_dir.as_deref());
+    let bounds = (crate::kv::Bounds::default(), settings.db_bounds());
+    let data = tokio::task::spawn_blocking(move || Data::open(&data_dir, bounds.0, bounds.1))
+        .await
+        .context("opening the data folder panicked")??;
+    let migration_error = reload::migrate(&root, &data).await;
+    let sandbox = Sandbox::with_data(engine, Some(&routes_dir), settings.limits(), data, queue)?;
     let sandbox = sandbox
         .with_plugins(crate::plugins::load_in_background(&root, &settings.plugins).await?)?;
     let prepared = sandbox.prepare_slots().await;
@@ -84,7 +91,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let app = App::new(
         root,
         Mode::Development,
-        Loaded::new(project, sandbox, settings, None),
+        Loaded::new(project, sandbox, settings, migration_error),
     );
     let _watcher = reload::watch(app.clone()).context("cannot watch the project folder")?;
     println!(

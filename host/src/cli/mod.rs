@@ -6,6 +6,7 @@
 
 mod build;
 mod clean;
+mod db;
 mod dev;
 mod init;
 mod packages;
@@ -49,6 +50,9 @@ pub enum Command {
     /// The project's pure-Python packages (requirements.txt or pyproject.toml), for the sandbox.
     #[command(subcommand)]
     Packages(PackagesCommand),
+    /// The project's database: apply migrations/*.sql, or show where it stands.
+    #[command(subcommand)]
+    Db(DbCommand),
     /// A project command from config.py's `commands` (listed below when run in a project).
     #[command(external_subcommand)]
     Project(Vec<String>),
@@ -108,10 +112,39 @@ pub struct RunArgs {
     /// (instead of --project).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["project", "cache_dir"])]
     pub tenants: Option<PathBuf>,
+    /// Where the project's database and kv store live [default: FILEROUTER_DATA_DIR, else
+    /// .data/ in the project]. Tenants name theirs in the tenants file.
+    #[arg(long, conflicts_with = "tenants")]
+    pub data_dir: Option<PathBuf>,
+    /// Apply the build's pending migrations before serving (without it, a database behind
+    /// its migrations is an error).
+    #[arg(long, conflicts_with = "tenants")]
+    pub migrate: bool,
     /// With --tenants: serve Prometheus metrics (/metrics) and health (/healthz) on ADDR
     /// (host:port), apart from the public port.
     #[arg(long, value_name = "ADDR", requires = "tenants")]
     pub admin: Option<String>,
+}
+
+/// `filerouter db ...`
+#[derive(Debug, Subcommand)]
+pub enum DbCommand {
+    /// Apply the pending migrations (migrations/*.sql, in name order, each once).
+    Migrate(DbArgs),
+    /// List the migrations applied and pending, and where the database is.
+    Status(DbArgs),
+}
+
+/// Options of `filerouter db ...`.
+#[derive(Debug, clap::Args)]
+pub struct DbArgs {
+    /// The project folder.
+    #[arg(long, default_value = ".")]
+    pub project: PathBuf,
+    /// Where the project's database lives [default: FILEROUTER_DATA_DIR, else .data/ in the
+    /// project].
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
 }
 
 /// `filerouter packages ...`
@@ -159,6 +192,10 @@ pub struct ServeArgs {
     /// The port to listen on; 0 picks a free one [default: config.py's server.port, else 8000].
     #[arg(long)]
     pub port: Option<u16>,
+    /// Where the project's database and kv store live [default: FILEROUTER_DATA_DIR, else
+    /// .data/ in the project].
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
 }
 
 /// The project's build cache folder: `flag` if given; else `.cache` if it exists; else
@@ -223,6 +260,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Clean(args) => done(clean::run(args)),
         Command::Plugins(command) => done(plugins::run(command)),
         Command::Packages(command) => done(packages::run(command)),
+        Command::Db(command) => done(db::run(command)),
         Command::Project(args) => project_command::run(args),
     }
 }

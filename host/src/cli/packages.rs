@@ -14,7 +14,9 @@ pub fn run(command: PackagesCommand) -> anyhow::Result<()> {
                 .canonicalize()
                 .with_context(|| format!("project folder {} not found", args.project.display()))?;
             let installer = Installer::pick(args.installer.as_deref(), args.python.as_deref())?;
-            let dists = packages::install(&root, &installer)?;
+            // What is left out for the sandbox, or built from source, is said before the
+            // install starts (building from source can take a while).
+            let dists = packages::install(&root, &installer, &mut |note| eprintln!("{note}"))?;
             println!(
                 "installed {} package{} into {}:",
                 dists.len(),

@@ -10,7 +10,6 @@
 
 use std::{
     path::PathBuf,
-    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -22,7 +21,8 @@ use crate::{
     app::Mode,
     cache::CacheKey,
     config::ServerSettings,
-    logging,
+    data::Data,
+    db, logging,
     sandbox::engine::SandboxEngine,
     scheduler::{self, Scheduler},
     server,
@@ -55,6 +55,8 @@ async fn serve(args: RunArgs, root: PathBuf, dir: PathBuf) -> anyhow::Result<()>
         settings.logging.production_level.as_deref(),
     );
 
+    let data = open_data(&args, &root, &settings, &opened.metadata.migrations).await?;
+
     let workers = args
         .workers
         .or(settings.server.workers)
@@ -73,7 +75,7 @@ async fn serve(args: RunArgs, root: PathBuf, dir: PathBuf) -> anyhow::Result<()>
             &opened,
             stamp,
             |settings| settings.limits(),
-            Arc::default(),
+            data,
             queue,
         )
         .map_err(anyhow::Error::from)
@@ -102,6 +104,42 @@ async fn serve(args: RunArgs, root: PathBuf, dir: PathBuf) -> anyhow::Result<()>
     server::serve(listener, Site::Project(loaded.app), drain).await;
     println!("filerouter run: stopped");
     Ok(())
+}
+
+/// The project's data (its `--data-dir`), checked against the build's migrations: behind them,
+/// `run` stops with a message unless `--migrate` applies them first.
+async fn open_data(
+    args: &RunArgs,
+    root: &std::path::Path,
+    settings: &crate::config::Settings,
+    migrations: &[db::migrations::Migration],
+) -> anyhow::Result<Data> {
+    let dir = crate::data::dir(root, args.data_dir.as_deref());
+    let shown = dir.display().to_string();
+    let bounds = settings.db_bounds();
+    let data = tokio::task::spawn_blocking(move || Data::open(&dir, Default::default(), bounds))
+        .await
+        .context("opening the data folder panicked")??;
+    if args.migrate {
+        for name in db::migrations::apply(&data.db, migrations).await? {
+            println!("filerouter run: applied migration {name}");
+        }
+        return Ok(data);
+    }
+    let status = db::migrations::status(&data.db, migrations).await?;
+    if let Some(changed) = status.changed.first() {
+        anyhow::bail!(
+            "the database in {shown} applied {changed} as it was before the build changed it: add a new migration instead of editing an applied one"
+        );
+    }
+    if !status.pending.is_empty() {
+        anyhow::bail!(
+            "the database in {shown} is behind the build's migrations ({} pending: {}): run `filerouter db migrate`, or start with `filerouter run --migrate`",
+            status.pending.len(),
+            status.pending.join(", ")
+        );
+    }
+    Ok(data)
 }
 
 /// Instances at once per core when many tenants share the process and `--workers` does not

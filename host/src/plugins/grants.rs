@@ -156,33 +156,62 @@ pub fn instance_pre(
 
 /// `filerouter:sandbox/kv` for a plugin: the project's store, as route code sees it.
 fn link_kv(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
-    fn store(state: &PluginState) -> wasmtime::Result<&Arc<KvStore>> {
+    fn store(state: &PluginState) -> wasmtime::Result<Arc<KvStore>> {
         state
             .kv
-            .as_ref()
+            .clone()
             .ok_or_else(|| wasmtime::Error::msg("kv is not granted to this plugin"))
     }
+    fn ms(ttl: Option<u64>) -> Option<Duration> {
+        ttl.map(Duration::from_millis)
+    }
+    fn text<T>(outcome: Result<T, crate::kv::KvError>) -> Result<T, String> {
+        outcome.map_err(|e| e.to_string())
+    }
     let mut kv = linker.instance(KV_INTERFACE)?;
-    kv.func_wrap("get", |cx, (key,): (String,)| {
-        Ok((store(cx.data())?.get(&key),))
+    kv.func_wrap_async("get", |cx, (key,): (String,)| {
+        let store = store(cx.data());
+        Box::new(async move { Ok((text(store?.get(&key).await),)) })
     })?;
-    kv.func_wrap(
+    kv.func_wrap_async(
         "set",
         |cx, (key, value, ttl): (String, String, Option<u64>)| {
-            let outcome = store(cx.data())?
-                .set(&key, value, ttl.map(Duration::from_millis))
-                .map_err(|e| e.to_string());
-            Ok((outcome,))
+            let store = store(cx.data());
+            Box::new(async move { Ok((text(store?.set(&key, value, ms(ttl)).await),)) })
         },
     )?;
-    kv.func_wrap("delete", |cx, (key,): (String,)| {
-        Ok((store(cx.data())?.delete(&key),))
+    kv.func_wrap_async("delete", |cx, (key,): (String,)| {
+        let store = store(cx.data());
+        Box::new(async move { Ok((text(store?.delete(&key).await),)) })
     })?;
-    kv.func_wrap("incr", |cx, (key, by, ttl): (String, i64, Option<u64>)| {
-        let outcome = store(cx.data())?
-            .incr(&key, by, ttl.map(Duration::from_millis))
-            .map_err(|e| e.to_string());
-        Ok((outcome,))
+    kv.func_wrap_async("incr", |cx, (key, by, ttl): (String, i64, Option<u64>)| {
+        let store = store(cx.data());
+        Box::new(async move { Ok((text(store?.incr(&key, by, ms(ttl)).await),)) })
     })?;
+    kv.func_wrap_async(
+        "compare-and-set",
+        |cx, (key, expected, value, ttl): (String, Option<String>, Option<String>, Option<u64>)| {
+            let store = store(cx.data());
+            Box::new(async move {
+                Ok((text(
+                    store?.compare_and_set(&key, expected, value, ms(ttl)).await,
+                ),))
+            })
+        },
+    )?;
+    kv.func_wrap_async(
+        "keys",
+        |cx, (prefix, after, limit): (String, Option<String>, u32)| {
+            let store = store(cx.data());
+            Box::new(async move { Ok((text(store?.keys(&prefix, after, limit as usize).await),)) })
+        },
+    )?;
+    kv.func_wrap_async(
+        "write",
+        |cx, (entries, ttl): (Vec<(String, Option<String>)>, Option<u64>)| {
+            let store = store(cx.data());
+            Box::new(async move { Ok((text(store?.write(entries, ms(ttl)).await),)) })
+        },
+    )?;
     Ok(())
 }

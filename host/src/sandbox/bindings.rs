@@ -6,6 +6,11 @@ wasmtime::component::bindgen!({
     exports: { default: async },
     // A plugin call instantiates and runs another component: it awaits, and may trap the
     // caller when the request runs out of time inside the plugin.
-    imports: { "filerouter:sandbox/plugins.call": async | trappable },
+    // The data services wait for locks, the disk or the network on a blocking thread.
+    imports: {
+        "filerouter:sandbox/plugins.call": async | trappable,
+        "filerouter:sandbox/kv": async,
+        "filerouter:sandbox/sql": async,
+    },
     additional_derives: [PartialEq, serde::Serialize, serde::Deserialize],
 });

@@ -50,6 +50,8 @@ pub use limits::{Limits, MemoryLimiter};
 pub use services::Upstream;
 
 use crate::{
+    data::Data,
+    db,
     kv::KvStore,
     plugins::Plugins,
     scheduler::{Budget, Overrun, Queue, Rejected, Stopped, TimeLimits, Verdict},
@@ -94,6 +96,9 @@ struct CallState {
     limits: MemoryLimiter,
     /// The project's key-value store (`filerouter.kv`).
     kv: Arc<KvStore>,
+    /// This call's connections to the project's database (`sqlite3`, `filerouter.db`):
+    /// rolled back where uncommitted when the call ends, however it ends.
+    db: db::Session,
     /// The host's answer for middleware's `call_next`, when the host serves the target.
     upstream: Option<Upstream>,
     /// This call's plugin instances (`filerouter.plugins`), made on first use.
@@ -101,12 +106,13 @@ struct CallState {
 }
 
 impl CallState {
-    fn new(wasi: WasiCtx, memory_bytes: usize, kv: Arc<KvStore>) -> Self {
+    fn new(wasi: WasiCtx, memory_bytes: usize, data: &Data, deadline: Instant) -> Self {
         Self {
             wasi,
             table: ResourceTable::new(),
             limits: MemoryLimiter::new(memory_bytes),
-            kv,
+            kv: data.kv.clone(),
+            db: data.db.session(deadline),
             upstream: None,
             plugins: crate::plugins::Session::default(),
         }
@@ -143,8 +149,8 @@ struct Inner {
     /// modules are in the baked guest and instances see no files.
     routes_dir: Option<PathBuf>,
     limits: Limits,
-    /// The project's key-value store; kept when the limits change.
-    kv: Arc<KvStore>,
+    /// The project's database and key-value store; kept when the limits change.
+    data: Data,
     /// The project's plugins; kept when the limits change.
     plugins: Plugins,
     /// Where this project's requests wait for their turn; kept when the limits change.
@@ -172,33 +178,33 @@ type ExportFuture<'a, T> =
 
 impl Sandbox {
     /// Link `guest` for the project whose route files live in `routes_dir` (`None`: a baked
-    /// guest that needs no files), with a new, empty key-value store. Its requests wait for
-    /// their turn in `queue`.
+    /// guest that needs no files), with data that lasts as long as the sandbox
+    /// ([`Data::default`]). Its requests wait for their turn in `queue`.
     pub fn new(
         guest: engine::Guest,
         routes_dir: Option<&Path>,
         limits: Limits,
         queue: Queue,
     ) -> Result<Self, SandboxError> {
-        Self::with_kv(guest, routes_dir, limits, Arc::default(), queue)
+        Self::with_data(guest, routes_dir, limits, Data::default(), queue)
     }
 
-    /// [`Sandbox::new`] with the project's key-value store `kv` (kept across reloads).
-    pub fn with_kv(
+    /// [`Sandbox::new`] with the project's database and key-value store (kept across reloads).
+    pub fn with_data(
         guest: engine::Guest,
         routes_dir: Option<&Path>,
         limits: Limits,
-        kv: Arc<KvStore>,
+        data: Data,
         queue: Queue,
     ) -> Result<Self, SandboxError> {
-        Self::with_store(guest, routes_dir, limits, kv, Plugins::default(), queue)
+        Self::with_store(guest, routes_dir, limits, data, Plugins::default(), queue)
     }
 
     fn with_store(
         guest: engine::Guest,
         routes_dir: Option<&Path>,
         limits: Limits,
-        kv: Arc<KvStore>,
+        data: Data,
         plugins: Plugins,
         queue: Queue,
     ) -> Result<Self, SandboxError> {
@@ -212,7 +218,7 @@ impl Sandbox {
                 pre,
                 routes_dir: routes_dir.map(Path::to_path_buf),
                 limits,
-                kv,
+                data,
                 plugins,
                 queue,
             }),
@@ -221,17 +227,16 @@ impl Sandbox {
 
     /// The same guest and project with other limits (after `config.py` changed).
     pub fn with_limits(&self, limits: Limits) -> Result<Self, SandboxError> {
-        self.reconfigured(limits, self.inner.kv.clone())
+        self.reconfigured(limits, self.inner.data.clone())
     }
 
-    /// The same guest, project and plugins with other limits and key-value store (a tenant
-    /// reconfigured).
-    pub fn reconfigured(&self, limits: Limits, kv: Arc<KvStore>) -> Result<Self, SandboxError> {
+    /// The same guest, project and plugins with other limits and data (a tenant reconfigured).
+    pub fn reconfigured(&self, limits: Limits, data: Data) -> Result<Self, SandboxError> {
         Self::with_store(
             self.inner.guest.clone(),
             self.inner.routes_dir.as_deref(),
             limits,
-            kv,
+            data,
             self.inner.plugins.clone(),
             self.inner.queue.clone(),
         )
@@ -243,7 +248,7 @@ impl Sandbox {
             self.inner.guest.clone(),
             self.inner.routes_dir.as_deref(),
             self.inner.limits.clone(),
-            self.inner.kv.clone(),
+            self.inner.data.clone(),
             plugins,
             self.inner.queue.clone(),
         )
@@ -265,7 +270,8 @@ impl Sandbox {
             let state = CallState::new(
                 WasiCtxBuilder::new().build(),
                 inner.limits.memory_bytes,
-                inner.kv.clone(),
+                &inner.data,
+                Instant::now(),
             );
             let mut store = Store::new(engine.engine(), state);
             store.limiter(|state| &mut state.limits);
@@ -299,7 +305,12 @@ impl Sandbox {
 
     /// The project's key-value store.
     pub fn kv(&self) -> &Arc<KvStore> {
-        &self.inner.kv
+        &self.inner.data.kv
+    }
+
+    /// The project's database and key-value store.
+    pub fn data(&self) -> &Data {
+        &self.inner.data
     }
 
     /// The limits every call runs under.
@@ -461,12 +472,12 @@ impl Inner {
         // Plugins run in stores of their own under this call's budget: their CPU is counted
         // in this call's (they run in its polls) and their epoch ticks ask the same budget.
         let deadline = Instant::now() + limits.wall;
-        let mut state = CallState::new(wasi.build(), limits.memory_bytes, self.kv.clone());
+        let mut state = CallState::new(wasi.build(), limits.memory_bytes, &self.data, deadline);
         state.plugins = crate::plugins::Session::new(
             self.plugins.clone(),
             state.limits.share(),
             deadline,
-            self.kv.clone(),
+            self.data.kv.clone(),
         )
         .with_time(budget.clone())
         .with_output(output.clone());

@@ -1,5 +1,5 @@
 //! The host services the guest imports (`wit/filerouter.wit`): `kv`, the project's key-value
-//! store; `upstream`, which hands middleware's `call_next` the host's own answer; and
+//! store; `sql`, its database (`crate::db`); `upstream`, which hands middleware's `call_next` the host's own answer; and
 //! `plugins`, calls into the project's plugins (`crate::plugins`). Each impl here only adapts
 //! the generated trait to the service's own module.
 //!
@@ -9,9 +9,12 @@ use std::time::Duration;
 
 use super::{
     CallState,
-    bindings::filerouter::sandbox::{kv, plugins, types, upstream},
+    bindings::filerouter::sandbox::{kv, plugins, sql, types, upstream},
 };
-use crate::sandbox::{HttpRequest, HttpResponse};
+use crate::{
+    db,
+    sandbox::{HttpRequest, HttpResponse},
+};
 
 /// Produces the host's answer for a request whose target the host serves itself. It keeps the
 /// body on its own side and returns the status and headers (with an empty body).
@@ -20,24 +23,182 @@ pub type Upstream = Box<dyn FnMut(HttpRequest) -> HttpResponse + Send>;
 impl types::Host for CallState {}
 
 impl kv::Host for CallState {
-    fn get(&mut self, key: String) -> Option<String> {
-        self.kv.get(&key)
+    async fn get(&mut self, key: String) -> Result<Option<String>, String> {
+        self.kv.get(&key).await.map_err(|e| e.to_string())
     }
 
-    fn set(&mut self, key: String, value: String, ttl_ms: Option<u64>) -> Result<(), String> {
+    async fn set(&mut self, key: String, value: String, ttl_ms: Option<u64>) -> Result<(), String> {
         self.kv
             .set(&key, value, ttl_ms.map(Duration::from_millis))
+            .await
             .map_err(|e| e.to_string())
     }
 
-    fn delete(&mut self, key: String) -> bool {
-        self.kv.delete(&key)
+    async fn delete(&mut self, key: String) -> Result<bool, String> {
+        self.kv.delete(&key).await.map_err(|e| e.to_string())
     }
 
-    fn incr(&mut self, key: String, by: i64, ttl_ms: Option<u64>) -> Result<i64, String> {
+    async fn incr(&mut self, key: String, by: i64, ttl_ms: Option<u64>) -> Result<i64, String> {
         self.kv
             .incr(&key, by, ttl_ms.map(Duration::from_millis))
+            .await
             .map_err(|e| e.to_string())
+    }
+
+    async fn compare_and_set(
+        &mut self,
+        key: String,
+        expected: Option<String>,
+        value: Option<String>,
+        ttl_ms: Option<u64>,
+    ) -> Result<bool, String> {
+        self.kv
+            .compare_and_set(&key, expected, value, ttl_ms.map(Duration::from_millis))
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn keys(
+        &mut self,
+        prefix: String,
+        after: Option<String>,
+        limit: u32,
+    ) -> Result<Vec<String>, String> {
+        self.kv
+            .keys(&prefix, after, limit as usize)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn write(
+        &mut self,
+        entries: Vec<(String, Option<String>)>,
+        ttl_ms: Option<u64>,
+    ) -> Result<(), String> {
+        self.kv
+            .write(entries, ttl_ms.map(Duration::from_millis))
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl sql::Host for CallState {
+    async fn open(&mut self, database: String) -> Result<u32, sql::Error> {
+        self.db.open(&database).await.map_err(error)
+    }
+
+    async fn execute(
+        &mut self,
+        connection: u32,
+        statement: String,
+        params: sql::Params,
+        begin: Option<String>,
+    ) -> Result<sql::Outcome, sql::Error> {
+        self.db
+            .execute(connection, statement, from_params(params), begin)
+            .await
+            .map(outcome)
+            .map_err(error)
+    }
+
+    async fn execute_many(
+        &mut self,
+        connection: u32,
+        statement: String,
+        params: Vec<sql::Params>,
+        begin: Option<String>,
+    ) -> Result<sql::Outcome, sql::Error> {
+        let params = params.into_iter().map(from_params).collect();
+        self.db
+            .execute_many(connection, statement, params, begin)
+            .await
+            .map(outcome)
+            .map_err(error)
+    }
+
+    async fn execute_script(
+        &mut self,
+        connection: u32,
+        script: String,
+    ) -> Result<sql::Outcome, sql::Error> {
+        self.db
+            .execute_script(connection, script)
+            .await
+            .map(outcome)
+            .map_err(error)
+    }
+
+    async fn commit(&mut self, connection: u32) -> Result<(), sql::Error> {
+        self.db.commit(connection).await.map_err(error)
+    }
+
+    async fn rollback(&mut self, connection: u32) -> Result<(), sql::Error> {
+        self.db.rollback(connection).await.map_err(error)
+    }
+
+    async fn close(&mut self, connection: u32) {
+        self.db.close(connection)
+    }
+}
+
+fn from_value(value: sql::Value) -> db::Value {
+    match value {
+        sql::Value::Null => db::Value::Null,
+        sql::Value::Integer(i) => db::Value::Integer(i),
+        sql::Value::Real(f) => db::Value::Real(f),
+        sql::Value::Text(t) => db::Value::Text(t),
+        sql::Value::Blob(b) => db::Value::Blob(b),
+    }
+}
+
+fn to_value(value: db::Value) -> sql::Value {
+    match value {
+        db::Value::Null => sql::Value::Null,
+        db::Value::Integer(i) => sql::Value::Integer(i),
+        db::Value::Real(f) => sql::Value::Real(f),
+        db::Value::Text(t) => sql::Value::Text(t),
+        db::Value::Blob(b) => sql::Value::Blob(b),
+    }
+}
+
+fn from_params(params: sql::Params) -> db::Params {
+    match params {
+        sql::Params::None => db::Params::None,
+        sql::Params::Positional(values) => {
+            db::Params::Positional(values.into_iter().map(from_value).collect())
+        }
+        sql::Params::Named(values) => db::Params::Named(
+            values
+                .into_iter()
+                .map(|(name, value)| (name, from_value(value)))
+                .collect(),
+        ),
+    }
+}
+
+fn outcome(outcome: db::Outcome) -> sql::Outcome {
+    sql::Outcome {
+        columns: outcome.columns,
+        rows: outcome
+            .rows
+            .into_iter()
+            .map(|row| row.into_iter().map(to_value).collect())
+            .collect(),
+        changes: outcome.changes,
+        last_row_id: outcome.last_row_id,
+        in_transaction: outcome.in_transaction,
+    }
+}
+
+fn error(error: db::DbError) -> sql::Error {
+    match error {
+        db::DbError::Integrity(m) => sql::Error::Integrity(m),
+        db::DbError::Operational(m) => sql::Error::Operational(m),
+        db::DbError::Programming(m) => sql::Error::Programming(m),
+        db::DbError::Data(m) => sql::Error::Data(m),
+        db::DbError::Refused(m) => sql::Error::Refused(m),
+        db::DbError::Limit(m) => sql::Error::Limit(m),
+        db::DbError::Unavailable(m) => sql::Error::Unavailable(m),
     }
 }
 

@@ -86,7 +86,12 @@ async fn run_bake(
     let mut linker = Linker::<CallState>::new(&engine);
     super::link(&mut linker).map_err(wt)?;
     // The bake runs no request: its key-value store is a throwaway.
-    let mut state = CallState::new(WasiCtxBuilder::new().build(), memory_bytes, Arc::default());
+    let mut state = CallState::new(
+        WasiCtxBuilder::new().build(),
+        memory_bytes,
+        &crate::data::Data::default(),
+        std::time::Instant::now(),
+    );
     // A route that calls a plugin at import time calls it here (with a throwaway store too);
     // the bake has no time limit of its own beyond the build's.
     let far = std::time::Instant::now() + std::time::Duration::from_secs(600);

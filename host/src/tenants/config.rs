@@ -15,6 +15,7 @@
 //! [tenant.acme]
 //! hosts = ["acme.example.com", "*.acme.example.com"]
 //! project = "sites/acme"         # relative to this file
+//! data_dir = "data/acme"         # its database and kv store [default: .data/ in the project]
 //! cpu_ms = 500
 //! ```
 //!
@@ -56,6 +57,9 @@ struct RawLimits {
     kv_keys: Option<Spanned<u64>>,
     kv_key_bytes: Option<Spanned<u64>>,
     kv_value_bytes: Option<Spanned<u64>>,
+    db_max_size_mb: Option<Spanned<u64>>,
+    db_max_rows: Option<Spanned<u64>>,
+    db_max_result_mb: Option<Spanned<u64>>,
 }
 
 /// A `[tenant.NAME]` section as written: the tenant's own keys and any limit.
@@ -70,6 +74,7 @@ struct RawTenant {
     hosts: Vec<Spanned<String>>,
     project: Spanned<String>,
     cache_dir: Option<Spanned<String>>,
+    data_dir: Option<Spanned<String>>,
     memory_mb: Option<Spanned<u64>>,
     cpu_ms: Option<Spanned<u64>>,
     wall_s: Option<Spanned<f64>>,
@@ -79,6 +84,9 @@ struct RawTenant {
     kv_keys: Option<Spanned<u64>>,
     kv_key_bytes: Option<Spanned<u64>>,
     kv_value_bytes: Option<Spanned<u64>>,
+    db_max_size_mb: Option<Spanned<u64>>,
+    db_max_rows: Option<Spanned<u64>>,
+    db_max_result_mb: Option<Spanned<u64>>,
 }
 
 impl RawTenant {
@@ -93,6 +101,9 @@ impl RawTenant {
             kv_keys: self.kv_keys.clone(),
             kv_key_bytes: self.kv_key_bytes.clone(),
             kv_value_bytes: self.kv_value_bytes.clone(),
+            db_max_size_mb: self.db_max_size_mb.clone(),
+            db_max_rows: self.db_max_rows.clone(),
+            db_max_result_mb: self.db_max_result_mb.clone(),
         }
     }
 }
@@ -126,6 +137,7 @@ pub struct TenantLimits {
     pub queue: u32,
     pub max_body_bytes: usize,
     pub kv: crate::kv::Bounds,
+    pub db: crate::db::Bounds,
 }
 
 impl Default for TenantLimits {
@@ -139,6 +151,7 @@ impl Default for TenantLimits {
             queue: 64,
             max_body_bytes: sandbox.max_body_bytes,
             kv: crate::kv::Bounds::default(),
+            db: crate::db::Bounds::default(),
         }
     }
 }
@@ -152,6 +165,8 @@ pub struct TenantConfig {
     pub project: PathBuf,
     /// The project's build cache folder (absolute).
     pub cache_dir: PathBuf,
+    /// Where its database and kv store live (absolute): `data_dir`, else `.data/` in the project.
+    pub data_dir: PathBuf,
     pub limits: TenantLimits,
 }
 
@@ -278,11 +293,16 @@ impl TenantsConfig {
                 Some(dir) => project.join(dir.get_ref()),
                 None => project.join(".cache"),
             };
+            let data_dir = match &section.data_dir {
+                Some(dir) => base.join(dir.get_ref()),
+                None => project.join(crate::data::DEFAULT_DIR),
+            };
             tenants.push(TenantConfig {
                 name: name.clone(),
                 hosts,
                 project,
                 cache_dir,
+                data_dir,
                 limits,
             });
         }
@@ -365,6 +385,16 @@ fn resolve(raw: &RawLimits, base: &TenantLimits) -> Result<TenantLimits, (Range<
     }
     if let Some(n) = positive(&raw.kv_value_bytes, "kv_value_bytes")? {
         limits.kv.max_value_bytes = usize::try_from(n).unwrap_or(usize::MAX);
+    }
+    const MIB: u64 = 1024 * 1024;
+    if let Some(n) = positive(&raw.db_max_size_mb, "db_max_size_mb")? {
+        limits.db.max_size_bytes = n.saturating_mul(MIB);
+    }
+    if let Some(n) = positive(&raw.db_max_rows, "db_max_rows")? {
+        limits.db.max_rows = usize::try_from(n).unwrap_or(usize::MAX);
+    }
+    if let Some(n) = positive(&raw.db_max_result_mb, "db_max_result_mb")? {
+        limits.db.max_bytes = usize::try_from(n.saturating_mul(MIB)).unwrap_or(usize::MAX);
     }
     Ok(limits)
 }

@@ -6,13 +6,13 @@
 //! metadata. Blocking: call it from `spawn_blocking`. It reads no route source and runs no
 //! project code.
 
-use std::{path::Path, sync::Arc, time::SystemTime};
+use std::{path::Path, time::SystemTime};
 
 use crate::{
     app::{App, Loaded, Mode},
     cache::{self, CacheKey},
     config::Settings,
-    kv::KvStore,
+    data::Data,
     project::Project,
     sandbox::{
         Limits, Sandbox,
@@ -83,11 +83,11 @@ pub fn load(
     dir: &Path,
     key: Option<&CacheKey>,
     limits: impl FnOnce(&Settings) -> Limits,
-    kv: Arc<KvStore>,
+    data: Data,
     queue: Queue,
 ) -> Result<LoadedProject, LoadError> {
     let (opened, stamp) = open(dir, key)?;
-    serve_from(engine, root, &opened, stamp, limits, kv, queue)
+    serve_from(engine, root, &opened, stamp, limits, data, queue)
 }
 
 /// Read and verify the cache in `dir`; also returns its stamp from before it was read.
@@ -100,7 +100,8 @@ pub fn open(
 }
 
 /// Make the opened cache servable with `engine`. `limits` gives the sandbox limits from the
-/// build's settings (a tenant's come from tenants.toml instead); `kv` is the project's store;
+/// build's settings (a tenant's come from tenants.toml instead); `data` is the project's
+/// database and kv store;
 /// its requests wait for their turn in `queue`.
 pub fn serve_from(
     engine: &SandboxEngine,
@@ -108,7 +109,7 @@ pub fn serve_from(
     opened: &cache::Opened,
     stamp: Option<CacheStamp>,
     limits: impl FnOnce(&Settings) -> Limits,
-    kv: Arc<KvStore>,
+    data: Data,
     queue: Queue,
 ) -> Result<LoadedProject, LoadError> {
     let native = engine::native_file(&opened.native_id(), || {
@@ -120,7 +121,7 @@ pub fn serve_from(
     let plugins = crate::plugins::Plugins::from_sealed(root, &settings.plugins, &sealed)
         .map_err(|e| LoadError::Plugins(e.to_string()))?;
     let sandbox =
-        Sandbox::with_kv(guest, None, limits(&settings), kv, queue)?.with_plugins(plugins)?;
+        Sandbox::with_data(guest, None, limits(&settings), data, queue)?.with_plugins(plugins)?;
     let project = Project::from_cache(&opened.metadata.routes, &opened.metadata.root_files);
     let routes = project.routes.len();
     let app = App::new(

@@ -40,7 +40,7 @@ use tracing::Instrument;
 use crate::{
     app::App,
     cache::CacheKey,
-    kv::KvStore,
+    data::Data,
     request_body::BodyBudget,
     router::{self, Body},
     sandbox::{Limits, engine::SandboxEngine},
@@ -61,7 +61,8 @@ pub struct Tenant {
     loading: tokio::sync::Mutex<()>,
     /// The cache stamp the watcher saw last.
     watched: Mutex<Option<CacheStamp>>,
-    kv: Arc<KvStore>,
+    /// Its database and kv store, opened at its first load and kept across loads.
+    data: Mutex<Option<Data>>,
     /// Where its requests wait for a turn in the process's scheduler: its concurrency cap,
     /// its bounded queue and its CPU account. Outlives loads, like the store.
     queue: Queue,
@@ -80,7 +81,7 @@ struct Version {
 impl Tenant {
     fn new(
         config: TenantConfig,
-        kv: Arc<KvStore>,
+        data: Option<Data>,
         metrics: Arc<TenantMetrics>,
         queue: Queue,
     ) -> Tenant {
@@ -91,7 +92,7 @@ impl Tenant {
             refused: Mutex::new(None),
             loading: tokio::sync::Mutex::new(()),
             watched: Mutex::new(None),
-            kv,
+            data: Mutex::new(data),
             queue,
             last_used: AtomicU64::new(0),
             metrics,
@@ -101,6 +102,21 @@ impl Tenant {
 
     pub fn name(&self) -> &str {
         &self.config.name
+    }
+
+    /// Its database and kv store, opened (in its `data_dir`) on first use. Blocking.
+    fn data(&self) -> Result<Data, crate::data::DataError> {
+        let mut data = self.data.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(data) = &*data {
+            return Ok(data.clone());
+        }
+        let opened = Data::open(
+            &self.config.data_dir,
+            self.config.limits.kv,
+            self.config.limits.db,
+        )?;
+        *data = Some(opened.clone());
+        Ok(opened)
     }
 
     /// Whether a version is loaded.
@@ -192,7 +208,7 @@ impl Tenants {
             .map(|c| {
                 Arc::new(Tenant::new(
                     c.clone(),
-                    Arc::new(KvStore::new(c.limits.kv)),
+                    None,
                     Arc::default(),
                     scheduler.queue(&c.name, queue_config(c)),
                 ))
@@ -332,23 +348,24 @@ impl Tenants {
         let key = self.inner.key.clone();
         let config = tenant.config.clone();
         let limits = tenant.limits();
-        let kv = tenant.kv.clone();
         let queue = tenant.queue.clone();
         let started = Instant::now();
+        let owner = tenant.clone();
         let loaded = tokio::task::spawn_blocking(move || {
+            let data = owner.data().map_err(|e| e.to_string())?;
             load::load(
                 &engine,
                 &config.project,
                 &config.cache_dir,
                 key.as_ref(),
                 |_| limits,
-                kv,
+                data,
                 queue,
             )
+            .map_err(|e| e.to_string())
         })
         .await
-        .map_err(|e| format!("loading panicked: {e}"))?
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| format!("loading panicked: {e}"))??;
         if loaded.recompiled {
             tracing::warn!(
                 "the cache's native code does not fit this machine; recompiled it from the baked component"
@@ -423,7 +440,7 @@ impl Tenants {
                 None => {
                     let tenant = Arc::new(Tenant::new(
                         wanted.clone(),
-                        Arc::new(KvStore::new(wanted.limits.kv)),
+                        None,
                         Arc::default(),
                         self.inner
                             .scheduler
@@ -456,16 +473,28 @@ impl Tenants {
     /// and statistics; a loaded version stays loaded, with the new limits, if the project and its
     /// cache are the same.
     fn reconfigured(&self, previous: &Tenant, wanted: TenantConfig) -> Tenant {
-        let kv = if previous.config.limits.kv == wanted.limits.kv {
-            previous.kv.clone()
-        } else {
-            previous.kv.with_bounds(wanted.limits.kv)
-        };
+        // The same data (in new bounds), unless it moved to another folder.
+        let data = previous
+            .data
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .filter(|_| previous.config.data_dir == wanted.data_dir)
+            .and_then(|data| {
+                data.with_bounds(wanted.limits.kv, wanted.limits.db)
+                    .map_err(|e| tracing::error!("{e}"))
+                    .ok()
+            });
         let same_project = previous.config.project == wanted.project
             && previous.config.cache_dir == wanted.cache_dir;
         // The same queue (its waiting requests and CPU account stay), with the new bounds.
         previous.queue.reconfigure(queue_config(&wanted));
-        let tenant = Tenant::new(wanted, kv, previous.metrics.clone(), previous.queue.clone());
+        let tenant = Tenant::new(
+            wanted,
+            data,
+            previous.metrics.clone(),
+            previous.queue.clone(),
+        );
         tenant.last_used.store(
             previous.last_used.load(Ordering::Relaxed),
             Ordering::Relaxed,
@@ -475,7 +504,11 @@ impl Tenants {
                 *previous.watched.lock().unwrap_or_else(|e| e.into_inner());
             *tenant.refused.lock().unwrap_or_else(|e| e.into_inner()) = previous.refusal();
             if let Some(version) = previous.current.load_full() {
-                match version.with(tenant.limits(), tenant.kv.clone()) {
+                match tenant.data().map_err(|e| e.to_string()).and_then(|data| {
+                    version
+                        .with(tenant.limits(), data)
+                        .map_err(|e| e.to_string())
+                }) {
                     Ok(version) => tenant.current.store(Some(Arc::new(version))),
                     Err(e) => tracing::error!(
                         "tenant {}: {e}; it loads again on its next request",
@@ -575,13 +608,9 @@ fn host_list(config: &TenantConfig) -> String {
 
 impl Version {
     /// The same project and guest under other limits and store.
-    fn with(
-        &self,
-        limits: Limits,
-        kv: Arc<KvStore>,
-    ) -> Result<Version, crate::sandbox::SandboxError> {
+    fn with(&self, limits: Limits, data: Data) -> Result<Version, crate::sandbox::SandboxError> {
         let current = self.app.current();
-        let sandbox = current.sandbox.reconfigured(limits, kv)?;
+        let sandbox = current.sandbox.reconfigured(limits, data)?;
         let loaded = crate::app::Loaded::new(
             current.project.clone(),
             sandbox,

@@ -1,0 +1,38 @@
+"""`filerouter.db`: the project's SQL database.
+
+Each project has one SQLite database, kept by the host (or a Postgres database, when the
+operator configures one). Route code reaches it with the standard library's `sqlite3` API,
+which the sandbox provides: `db.connect()` is `sqlite3.connect("app.db")`.
+
+    from filerouter import db
+
+    conn = db.connect()
+    with conn:                                  # commit on success, roll back on an exception
+        conn.execute("INSERT INTO notes (text) VALUES (?)", (text,))
+    conn.execute("SELECT id, text FROM notes").fetchall()
+
+- Any plain file name (`"app.db"`, `"data.sqlite"`, SQLAlchemy's `sqlite:///app.db`) opens the
+  project's one database; the name does not pick a file. `":memory:"` opens a private, empty
+  in-memory database that is gone when the connection closes.
+- A connection lasts at most as long as the request that opened it. When the request ends,
+  fails or times out, the host closes it and rolls back whatever was not committed: commit
+  (or use `with conn:`) before returning.
+- `sqlite3` and SQLAlchemy (`create_engine("sqlite:///app.db")`) work as usual; see the
+  `sqlite3` package docstring for the few differences (no Python functions inside SQL).
+- A statement that reaches outside the database (`ATTACH`, `load_extension`, `VACUUM INTO`,
+  PRAGMAs that touch files or safety) raises `NotAllowed`; a bound of the request or the
+  project (statement time, rows or bytes returned, the database's size, connections per
+  request) raises `LimitExceeded`. Both are `sqlite3.OperationalError`s.
+"""
+
+import sqlite3
+from sqlite3._exceptions import LimitExceeded, NotAllowed
+
+__all__ = ["LimitExceeded", "NotAllowed", "connect"]
+
+
+def connect(name="app.db", **kwargs):
+    """A `sqlite3.Connection` to the project's database (`name=":memory:"`: a private
+    in-memory one). `kwargs` are `sqlite3.connect`'s (`isolation_level`, `autocommit`,
+    `detect_types`, ...)."""
+    return sqlite3.connect(name, **kwargs)

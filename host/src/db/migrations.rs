@@ -1,0 +1,332 @@
+//! The project's migrations: `migrations/*.sql`, applied in file-name order, each once, each in
+//! a transaction of its own, and recorded in the database (`_filerouter_migrations`: name,
+//! checksum, when).
+//!
+//! A migration that fails leaves the database as it was before that file (the transaction is
+//! rolled back) and is reported with its file and the line of the failing statement. A file
+//! changed after it was applied is reported, never applied again. `dev` applies new migrations
+//! at start and on change, `filerouter db migrate` on demand; `run` refuses a database that is
+//! behind the build's migrations unless started with `--migrate`. Migration SQL runs under the
+//! same guard as route code's ([`super::guard`]): it is the project's code too.
+
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+use super::{Database, DbError, guard, sqlite};
+use crate::regular_file::{self, FileError};
+
+/// The folder, relative to the project.
+pub const FOLDER: &str = "migrations";
+
+/// At most this many migration files are read.
+const MAX_FILES: usize = 10_000;
+
+/// One migration file.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Migration {
+    /// The file name (`0001_posts.sql`).
+    pub name: String,
+    pub sql: String,
+}
+
+impl Migration {
+    fn checksum(&self) -> String {
+        hex::encode(Sha256::digest(self.sql.as_bytes()))
+    }
+}
+
+/// Why migrations could not be read or applied: one line naming the file (and line).
+#[derive(Debug, thiserror::Error)]
+pub enum MigrationError {
+    #[error("{FOLDER}/: {0}")]
+    Folder(String),
+    #[error(transparent)]
+    Read(#[from] FileError),
+    #[error("{FOLDER}/{file}:{line}: {message} (the database is as it was before this migration)")]
+    Failed {
+        file: String,
+        line: usize,
+        message: String,
+    },
+    #[error(
+        "{FOLDER}/{0} was changed after it was applied; migrations are applied once: undo the edit and add a new migration"
+    )]
+    Changed(String),
+    #[error("the database: {0}")]
+    Database(#[from] DbError),
+}
+
+/// The `migrations/*.sql` files of the project at `root`, by name; none if there is no folder.
+/// Blocking.
+pub fn read(root: &Path) -> Result<Vec<Migration>, MigrationError> {
+    let dir = root.join(FOLDER);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(MigrationError::Folder(e.to_string())),
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| MigrationError::Folder(e.to_string()))?;
+        let name = entry.file_name().to_string_lossy().to_string();
+        if name.ends_with(".sql") && !name.starts_with('.') {
+            names.push(name);
+        }
+        if names.len() > MAX_FILES {
+            return Err(MigrationError::Folder(format!(
+                "more than {MAX_FILES} migration files"
+            )));
+        }
+    }
+    names.sort();
+    names
+        .into_iter()
+        .map(|name| {
+            let sql =
+                regular_file::read_to_string(&dir.join(&name), regular_file::MAX_SOURCE_BYTES)?;
+            Ok(Migration { name, sql })
+        })
+        .collect()
+}
+
+/// Read the project's migrations and apply the pending ones (`dev` at start and on change).
+pub async fn apply_folder(root: &Path, db: &Database) -> Result<Vec<String>, MigrationError> {
+    let root = root.to_path_buf();
+    let migrations = tokio::task::spawn_blocking(move || read(&root))
+        .await
+        .map_err(|e| MigrationError::Folder(format!("reading failed: {e}")))??;
+    apply(db, &migrations).await
+}
+
+/// Where a database stands against a list of migrations.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Status {
+    /// Applied, with when (UTC, RFC 3339), in the order they were applied.
+    pub applied: Vec<(String, String)>,
+    /// Not applied yet, in the order they will be.
+    pub pending: Vec<String>,
+    /// Applied, but the file differs now.
+    pub changed: Vec<String>,
+    /// Applied, but no longer among the files.
+    pub missing: Vec<String>,
+}
+
+const RECORD: &str = "CREATE TABLE IF NOT EXISTS _filerouter_migrations (
+    name TEXT PRIMARY KEY NOT NULL,
+    checksum TEXT NOT NULL,
+    applied_at TEXT NOT NULL
+)";
+
+/// Compare the database's record with `migrations`.
+pub async fn status(db: &Database, migrations: &[Migration]) -> Result<Status, MigrationError> {
+    let migrations = migrations.to_vec();
+    let status = db
+        .with_connection(move |conn| conn.trusted(|raw| Ok(compare(raw, &migrations))))
+        .await???;
+    Ok(status)
+}
+
+fn compare(raw: &rusqlite::Connection, migrations: &[Migration]) -> Result<Status, MigrationError> {
+    let failed = |e: rusqlite::Error| MigrationError::Database(DbError::Unavailable(e.to_string()));
+    raw.execute_batch(RECORD).map_err(failed)?;
+    let mut stmt = raw
+        .prepare("SELECT name, checksum, applied_at FROM _filerouter_migrations ORDER BY applied_at, name")
+        .map_err(failed)?;
+    let recorded: Vec<(String, String, String)> = stmt
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+        .and_then(|rows| rows.collect())
+        .map_err(failed)?;
+    let mut status = Status::default();
+    for (name, checksum, at) in &recorded {
+        match migrations.iter().find(|m| &m.name == name) {
+            Some(m) if &m.checksum() != checksum => status.changed.push(name.clone()),
+            Some(_) => {}
+            None => status.missing.push(name.clone()),
+        }
+        status.applied.push((name.clone(), at.clone()));
+    }
+    status.pending = migrations
+        .iter()
+        .filter(|m| !recorded.iter().any(|(name, ..)| name == &m.name))
+        .map(|m| m.name.clone())
+        .collect();
+    Ok(status)
+}
+
+/// Apply the pending `migrations` in order; returns the names applied. Stops at the first that
+/// fails (its transaction rolled back) or at a changed file.
+pub async fn apply(db: &Database, migrations: &[Migration]) -> Result<Vec<String>, MigrationError> {
+    let migrations = migrations.to_vec();
+    db.with_connection(move |conn| apply_all(conn, &migrations))
+        .await?
+}
+
+fn apply_all(
+    conn: &mut sqlite::Connection,
+    migrations: &[Migration],
+) -> Result<Vec<String>, MigrationError> {
+    let status = conn.trusted(|raw| Ok(compare(raw, migrations)))??;
+    if let Some(changed) = status.changed.first() {
+        return Err(MigrationError::Changed(changed.clone()));
+    }
+    let mut applied = Vec::new();
+    for migration in migrations
+        .iter()
+        .filter(|m| status.pending.contains(&m.name))
+    {
+        apply_one(conn, migration)?;
+        applied.push(migration.name.clone());
+    }
+    Ok(applied)
+}
+
+fn apply_one(conn: &mut sqlite::Connection, migration: &Migration) -> Result<(), MigrationError> {
+    let host = |e: rusqlite::Error| MigrationError::Database(DbError::Unavailable(e.to_string()));
+    conn.trusted(|raw| Ok(raw.execute_batch("BEGIN IMMEDIATE")))?
+        .map_err(host)?;
+    let ran = conn.run_untrusted_script(&migration.sql, |sql| {
+        match guard::first_keyword(sql).map(str::to_ascii_uppercase).as_deref() {
+            Some("BEGIN" | "COMMIT" | "END" | "ROLLBACK") => Err(DbError::Programming(
+                "a migration runs in a transaction of its own: leave out BEGIN, COMMIT and ROLLBACK".into(),
+            )),
+            _ => guard::check_statement(sql),
+        }
+    });
+    let recorded = ran.and_then(|()| {
+        conn.trusted(|raw| {
+            Ok(raw.execute(
+                "INSERT INTO _filerouter_migrations (name, checksum, applied_at) VALUES (?1, ?2, ?3)",
+                rusqlite::params![
+                    migration.name,
+                    migration.checksum(),
+                    httpdate_free_rfc3339()
+                ],
+            ))
+        })
+        .map_err(|e| (e, 0))?
+        .map_err(|e| (DbError::Unavailable(e.to_string()), 0))?;
+        conn.trusted(|raw| Ok(raw.execute_batch("COMMIT")))
+            .map_err(|e| (e, 0))?
+            .map_err(|e| (DbError::Unavailable(e.to_string()), 0))
+    });
+    if let Err((error, offset)) = recorded {
+        let _ = conn.trusted(|raw| Ok(raw.execute_batch("ROLLBACK")));
+        return Err(MigrationError::Failed {
+            file: migration.name.clone(),
+            line: line_of(&migration.sql, offset),
+            message: error.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// The 1-based line of byte `offset` in `text`.
+fn line_of(text: &str, offset: usize) -> usize {
+    let offset = offset.min(text.len());
+    text.as_bytes()[..offset]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// Now, as `2026-11-24T21:16:18Z`.
+fn httpdate_free_rfc3339() -> String {
+    chrono::Utc::now()
+        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn migration(name: &str, sql: &str) -> Migration {
+        Migration {
+            name: name.into(),
+            sql: sql.into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn applies_in_order_once_and_reports_the_failing_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open(dir.path(), super::super::Bounds::default()).unwrap();
+        let first = vec![
+            migration(
+                "0001_posts.sql",
+                "CREATE TABLE posts (id INTEGER PRIMARY KEY, title TEXT NOT NULL);\n",
+            ),
+            migration(
+                "0002_seed.sql",
+                "INSERT INTO posts (title) VALUES ('hello');\n",
+            ),
+        ];
+        assert_eq!(
+            apply(&db, &first).await.unwrap(),
+            ["0001_posts.sql", "0002_seed.sql"]
+        );
+        assert!(apply(&db, &first).await.unwrap().is_empty());
+
+        let mut broken = first.clone();
+        broken.push(migration(
+            "0003_broken.sql",
+            "INSERT INTO posts (title) VALUES ('two');\n\n-- a typo:\nINSERT INTO postz (title) VALUES ('x');\n",
+        ));
+        let error = apply(&db, &broken).await.unwrap_err().to_string();
+        assert!(
+            error.starts_with("migrations/0003_broken.sql:4: no such table: postz"),
+            "{error}"
+        );
+        let state = status(&db, &broken).await.unwrap();
+        assert_eq!(state.pending, ["0003_broken.sql"]);
+        // Nothing of the failed file stayed: still one post.
+        let count = db
+            .with_connection(|conn| {
+                conn.trusted(|raw| {
+                    raw.query_row("SELECT count(*) FROM posts", [], |r| r.get::<_, i64>(0))
+                        .map_err(|e| DbError::Unavailable(e.to_string()))
+                })
+            })
+            .await
+            .unwrap();
+        assert_eq!(count, Ok(1));
+
+        let mut edited = first.clone();
+        edited[0].sql.push_str("-- changed\n");
+        assert!(matches!(
+            apply(&db, &edited).await,
+            Err(MigrationError::Changed(_))
+        ));
+        assert_eq!(
+            status(&db, &edited).await.unwrap().changed,
+            ["0001_posts.sql"]
+        );
+    }
+
+    #[tokio::test]
+    async fn migrations_are_guarded_like_route_code() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open(dir.path(), super::super::Bounds::default()).unwrap();
+        for (sql, word) in [
+            (
+                "CREATE TABLE a (x);\nATTACH DATABASE '/tmp/x.db' AS x;\n",
+                "ATTACH",
+            ),
+            ("PRAGMA journal_mode = DELETE;", "PRAGMA journal_mode"),
+            ("CREATE TABLE b (x);\nCOMMIT;", "BEGIN, COMMIT"),
+            (
+                "DELETE FROM _filerouter_migrations;",
+                "_filerouter_migrations",
+            ),
+        ] {
+            let error = apply(&db, &[migration("0001.sql", sql)])
+                .await
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(word), "{sql}: {error}");
+        }
+        assert_eq!(status(&db, &[]).await.unwrap().applied.len(), 0);
+    }
+}

@@ -1,0 +1,357 @@
+//! The project's SQL database, which route code reaches through the guest's `sqlite3` module.
+//!
+//! Once per project (or tenant) there is one [`Database`]: a SQLite file in the project's data
+//! folder, which `build` and `clean` never touch. Once per request there is one [`Session`]:
+//! the connections the request opened, its share of the [`Bounds`], and its deadline. When the
+//! session is dropped (the request ended, failed, trapped or ran out of time), every
+//! connection's uncommitted work is rolled back and the connection goes back to the pool, reset.
+//!
+//! [`guard`] decides which statements route code may run (nothing that reaches outside the
+//! database: no `ATTACH`, `load_extension`, `VACUUM`, file or safety PRAGMAs, or the host's own
+//! `_filerouter_` tables); [`sqlite`] runs them; [`migrations`] applies the project's
+//! `migrations/*.sql`. Not for: key-value state (that is [`crate::kv`], which keeps its table in
+//! the same file), nor running any Python.
+
+pub mod guard;
+pub mod migrations;
+pub mod sqlite;
+
+use std::{
+    path::Path,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Instant,
+};
+
+/// One SQL value, as SQLite's storage classes have them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Null,
+    Integer(i64),
+    Real(f64),
+    Text(String),
+    Blob(Vec<u8>),
+}
+
+impl Value {
+    /// What the value costs against [`Bounds::max_bytes`].
+    fn cost(&self) -> usize {
+        match self {
+            Value::Null => 1,
+            Value::Integer(_) | Value::Real(_) => 8,
+            Value::Text(text) => text.len() + 1,
+            Value::Blob(blob) => blob.len() + 1,
+        }
+    }
+}
+
+/// A statement's parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Params {
+    None,
+    /// For `?` placeholders, in order.
+    Positional(Vec<Value>),
+    /// For `:name` (or `@name`, `$name`) placeholders, by name without the sign.
+    Named(Vec<(String, Value)>),
+}
+
+/// What a statement did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Outcome {
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<Value>>,
+    /// Rows changed by a data-changing statement; -1 for any other statement.
+    pub changes: i64,
+    /// The rowid of the row an INSERT or REPLACE just inserted.
+    pub last_row_id: Option<i64>,
+    pub in_transaction: bool,
+}
+
+/// Why a statement failed, by the DB-API exception it becomes in Python.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DbError {
+    /// A constraint failed (`IntegrityError`).
+    #[error("{0}")]
+    Integrity(String),
+    /// The database could not do it (`OperationalError`).
+    #[error("{0}")]
+    Operational(String),
+    /// The call was wrong (`ProgrammingError`).
+    #[error("{0}")]
+    Programming(String),
+    /// A value out of range (`DataError`).
+    #[error("{0}")]
+    Data(String),
+    /// The sandbox refuses the statement: it reaches outside the database.
+    #[error("{0}")]
+    Refused(String),
+    /// A bound of the request or the project.
+    #[error("{0}")]
+    Limit(String),
+    /// The backend failed or cannot be reached.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// The bounds of one project's database and of each request's use of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// Rows all statements of one request may return together.
+    pub max_rows: usize,
+    /// Bytes all statements of one request may return together (text and blobs by length,
+    /// numbers 8 each).
+    pub max_bytes: usize,
+    /// The database file's size.
+    pub max_size_bytes: u64,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Self {
+            max_rows: 50_000,
+            max_bytes: 32 * 1024 * 1024,
+            max_size_bytes: 1024 * 1024 * 1024,
+        }
+    }
+}
+
+/// Connections one request may have open at once.
+pub const MAX_CONNECTIONS: usize = 16;
+
+/// One project's database.
+pub struct Database {
+    store: sqlite::Store,
+    bounds: Bounds,
+}
+
+/// The file name of the project's database in its data folder.
+pub const FILE_NAME: &str = "db.sqlite3";
+
+impl Database {
+    /// The database in `data_dir/db.sqlite3`, created (with the folder) if missing.
+    pub fn open(data_dir: &Path, bounds: Bounds) -> Result<Database, DbError> {
+        std::fs::create_dir_all(data_dir).map_err(|e| {
+            DbError::Unavailable(format!(
+                "cannot create the data folder {}: {e}",
+                data_dir.display()
+            ))
+        })?;
+        Ok(Database {
+            store: sqlite::Store::file(&data_dir.join(FILE_NAME), bounds)?,
+            bounds,
+        })
+    }
+
+    /// No database: route code's `connect` is refused with a message (for `build`, where
+    /// route modules are imported but no request runs, and for the server's own calls).
+    pub fn none() -> Database {
+        Database {
+            store: sqlite::Store::memory(Bounds::default()),
+            bounds: Bounds::default(),
+        }
+    }
+
+    pub fn bounds(&self) -> Bounds {
+        self.bounds
+    }
+
+    /// The same database under other bounds (a tenant reconfigured).
+    pub fn with_bounds(&self, bounds: Bounds) -> Result<Database, DbError> {
+        Ok(Database {
+            store: self.store.with_bounds(bounds)?,
+            bounds,
+        })
+    }
+
+    /// The file, for a database that has one.
+    pub fn path(&self) -> Option<&Path> {
+        self.store.path()
+    }
+
+    /// A request's use of the database, until `deadline`.
+    pub fn session(self: &Arc<Self>, deadline: Instant) -> Session {
+        Session {
+            db: self.clone(),
+            connections: Vec::new(),
+            rows_left: self.bounds.max_rows,
+            bytes_left: self.bounds.max_bytes,
+            deadline,
+            cancelled: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Run `op` with a connection of the host's own (migrations, status) on a blocking thread;
+    /// the guard stands unless `op` asks [`sqlite::Connection::trusted`].
+    pub async fn with_connection<T, F>(&self, op: F) -> Result<T, DbError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut sqlite::Connection) -> T + Send + 'static,
+    {
+        let store = self.store.clone_handle();
+        tokio::task::spawn_blocking(move || {
+            let mut conn = store.checkout(None)?;
+            Ok(op(&mut conn))
+        })
+        .await
+        .map_err(|e| DbError::Unavailable(format!("the database thread failed: {e}")))?
+    }
+}
+
+/// One request's connections and its share of the bounds.
+pub struct Session {
+    db: Arc<Database>,
+    connections: Vec<Option<sqlite::Connection>>,
+    rows_left: usize,
+    bytes_left: usize,
+    deadline: Instant,
+    /// Set when the session ends: a statement still running on a blocking thread stops.
+    cancelled: Arc<AtomicBool>,
+}
+
+impl Session {
+    /// Open a connection: `:memory:` a private in-memory database, any other name the
+    /// project's database. Returns its handle.
+    pub async fn open(&mut self, name: &str) -> Result<u32, DbError> {
+        if self.connections.iter().flatten().count() >= MAX_CONNECTIONS {
+            return Err(DbError::Limit(format!(
+                "a request may have at most {MAX_CONNECTIONS} database connections open; close() the ones it no longer needs"
+            )));
+        }
+        // No file: the server is importing route modules. A connection kept in the build's
+        // snapshot would be a stale handle in every request.
+        if self.db.store.path().is_none() {
+            return Err(DbError::Unavailable(
+                "the database is not open while the server imports route modules (`filerouter build`, route inspection): connect inside a handler or a dependency, and create tables with migrations/*.sql".into(),
+            ));
+        }
+        let memory = matches!(name.trim(), ":memory:" | "") || name.starts_with("file::memory:");
+        let store = self.db.store.clone_handle();
+        let watch = sqlite::Watch {
+            deadline: self.deadline,
+            cancelled: self.cancelled.clone(),
+        };
+        let conn = tokio::task::spawn_blocking(move || {
+            if memory {
+                store.private_memory(watch)
+            } else {
+                store.checkout(Some(watch))
+            }
+        })
+        .await
+        .map_err(|e| DbError::Unavailable(format!("the database thread failed: {e}")))??;
+        let slot = match self.connections.iter().position(Option::is_none) {
+            Some(free) => free,
+            None => {
+                self.connections.push(None);
+                self.connections.len() - 1
+            }
+        };
+        self.connections[slot] = Some(conn);
+        Ok(slot as u32)
+    }
+
+    /// Run `op` on connection `id` on a blocking thread, and take the connection back after.
+    async fn on<T, F>(&mut self, id: u32, op: F) -> Result<T, DbError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut sqlite::Connection, &mut Allowance) -> Result<T, DbError> + Send + 'static,
+    {
+        let slot = self.connections.get_mut(id as usize).ok_or_else(closed)?;
+        let mut conn = slot.take().ok_or_else(closed)?;
+        let mut allowance = Allowance {
+            rows: self.rows_left,
+            bytes: self.bytes_left,
+        };
+        let (conn, allowance, result) = tokio::task::spawn_blocking(move || {
+            let result = op(&mut conn, &mut allowance);
+            (conn, allowance, result)
+        })
+        .await
+        .map_err(|e| DbError::Unavailable(format!("the database thread failed: {e}")))?;
+        self.rows_left = allowance.rows;
+        self.bytes_left = allowance.bytes;
+        self.connections[id as usize] = Some(conn);
+        result
+    }
+
+    pub async fn execute(
+        &mut self,
+        id: u32,
+        statement: String,
+        params: Params,
+        begin: Option<String>,
+    ) -> Result<Outcome, DbError> {
+        self.on(id, move |conn, allowance| {
+            conn.execute(&statement, &params, begin.as_deref(), allowance)
+        })
+        .await
+    }
+
+    pub async fn execute_many(
+        &mut self,
+        id: u32,
+        statement: String,
+        params: Vec<Params>,
+        begin: Option<String>,
+    ) -> Result<Outcome, DbError> {
+        self.on(id, move |conn, _| {
+            conn.execute_many(&statement, &params, begin.as_deref())
+        })
+        .await
+    }
+
+    pub async fn execute_script(&mut self, id: u32, script: String) -> Result<Outcome, DbError> {
+        self.on(id, move |conn, _| conn.execute_script(&script))
+            .await
+    }
+
+    pub async fn commit(&mut self, id: u32) -> Result<(), DbError> {
+        self.on(id, |conn, _| conn.commit()).await
+    }
+
+    pub async fn rollback(&mut self, id: u32) -> Result<(), DbError> {
+        self.on(id, |conn, _| conn.rollback()).await
+    }
+
+    /// Roll back and close connection `id` (nothing if it is closed already).
+    pub fn close(&mut self, id: u32) {
+        if let Some(slot) = self.connections.get_mut(id as usize)
+            && let Some(conn) = slot.take()
+        {
+            release(vec![conn]);
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.cancelled.store(true, Ordering::SeqCst);
+        let open: Vec<_> = self.connections.drain(..).flatten().collect();
+        if !open.is_empty() {
+            release(open);
+        }
+    }
+}
+
+/// Roll back and return connections to their pool, on a blocking thread where there is a
+/// runtime (a rollback touches the disk).
+fn release(connections: Vec<sqlite::Connection>) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            runtime.spawn_blocking(move || drop(connections));
+        }
+        Err(_) => drop(connections),
+    }
+}
+
+/// What a request may still receive.
+pub struct Allowance {
+    pub rows: usize,
+    pub bytes: usize,
+}
+
+fn closed() -> DbError {
+    DbError::Programming("Cannot operate on a closed database.".into())
+}

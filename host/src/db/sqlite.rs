@@ -1,0 +1,640 @@
+//! Running route code's SQL in SQLite: the project's file, its pool of connections, and one
+//! statement at a time under the request's deadline and bounds.
+//!
+//! The file is in WAL mode with `synchronous = FULL`: a committed transaction is on disk before
+//! `commit()` returns, readers never wait for the writer, and writers wait for each other up to
+//! the request's deadline (at most [`BUSY_WAIT`]). A [`Connection`] is checked out of the
+//! [`Store`]'s pool for one request and goes back when the request drops it: rolled back, its
+//! per-connection PRAGMAs reset ([`RESET_PRAGMAS`]); a connection that holds temporary tables
+//! is closed instead, so nothing of one request reaches the next. Everything here blocks: call
+//! it on a blocking thread.
+
+use std::{
+    path::{Path, PathBuf},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use rusqlite::{OpenFlags, config::DbConfig, ffi, limits::Limit, types::ValueRef};
+
+use super::{Allowance, Bounds, DbError, Outcome, Params, Value, guard};
+
+/// The longest a statement waits for another writer.
+pub const BUSY_WAIT: Duration = Duration::from_secs(5);
+
+/// Connections kept open between requests, per database.
+const MAX_IDLE: usize = 32;
+
+/// The per-connection PRAGMAs route code may set, back at SQLite's defaults; run when a
+/// connection returns to the pool.
+pub const RESET_PRAGMAS: &str = "PRAGMA foreign_keys = 0; PRAGMA defer_foreign_keys = 0; \
+    PRAGMA recursive_triggers = 0; PRAGMA reverse_unordered_selects = 0; \
+    PRAGMA legacy_alter_table = 0; PRAGMA automatic_index = 1; PRAGMA query_only = 0; \
+    PRAGMA read_uncommitted = 0; PRAGMA case_sensitive_like = 0;";
+
+/// The longest text or blob one value may be, and the longest statement.
+const MAX_VALUE_BYTES: i32 = 64 * 1024 * 1024;
+const MAX_SQL_BYTES: i32 = 1024 * 1024;
+
+/// Open the SQLite file at `path` (creating it) in WAL mode with full synchronous commits: the
+/// connection the host itself uses (kv, migrations).
+pub fn open_file(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
+    let conn = rusqlite::Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(BUSY_WAIT)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    Ok(conn)
+}
+
+/// When a request's statements must stop.
+#[derive(Clone)]
+pub struct Watch {
+    pub deadline: Instant,
+    /// Set when the request ended.
+    pub cancelled: Arc<AtomicBool>,
+}
+
+/// One database: where it is and its idle connections.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<StoreInner>,
+}
+
+struct StoreInner {
+    /// `None`: every connection is a private in-memory database.
+    path: Option<PathBuf>,
+    bounds: Bounds,
+    idle: Mutex<Vec<rusqlite::Connection>>,
+}
+
+impl Store {
+    /// The database in the file at `path`, created if missing.
+    pub fn file(path: &Path, bounds: Bounds) -> Result<Store, DbError> {
+        let store = Store {
+            inner: Arc::new(StoreInner {
+                path: Some(path.to_path_buf()),
+                bounds,
+                idle: Mutex::new(Vec::new()),
+            }),
+        };
+        // Open one now: a folder that cannot hold the file is an error at start, not at the
+        // first request.
+        let first = store.connect()?;
+        store.inner.idle().push(first);
+        Ok(store)
+    }
+
+    /// Every connection a private, empty in-memory database.
+    pub fn memory(bounds: Bounds) -> Store {
+        Store {
+            inner: Arc::new(StoreInner {
+                path: None,
+                bounds,
+                idle: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    /// The same file with other bounds (its connections are set up for the old ones).
+    pub fn with_bounds(&self, bounds: Bounds) -> Result<Store, DbError> {
+        match &self.inner.path {
+            Some(path) => Store::file(path, bounds),
+            None => Ok(Store::memory(bounds)),
+        }
+    }
+
+    pub fn path(&self) -> Option<&Path> {
+        self.inner.path.as_deref()
+    }
+
+    pub fn clone_handle(&self) -> Store {
+        self.clone()
+    }
+
+    /// A connection to the database for route code (`watch`) or the host (`None`).
+    pub fn checkout(&self, watch: Option<Watch>) -> Result<Connection, DbError> {
+        let idle = self.inner.idle().pop();
+        let conn = match idle {
+            Some(conn) => conn,
+            None => self.connect()?,
+        };
+        Connection::new(conn, Some(self.inner.clone()), watch)
+    }
+
+    /// A private in-memory database for route code, gone when the connection closes.
+    pub fn private_memory(&self, watch: Watch) -> Result<Connection, DbError> {
+        let conn = rusqlite::Connection::open_in_memory().map_err(unavailable)?;
+        configure(&conn, &self.inner.bounds)?;
+        Connection::new(conn, None, Some(watch))
+    }
+
+    fn connect(&self) -> Result<rusqlite::Connection, DbError> {
+        let conn = match &self.inner.path {
+            Some(path) => open_file(path).map_err(|e| {
+                DbError::Unavailable(format!("cannot open the database {}: {e}", path.display()))
+            })?,
+            None => rusqlite::Connection::open_in_memory().map_err(unavailable)?,
+        };
+        configure(&conn, &self.inner.bounds)?;
+        Ok(conn)
+    }
+}
+
+impl StoreInner {
+    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<rusqlite::Connection>> {
+        self.idle.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The limits every route connection has, whatever route code does.
+fn configure(conn: &rusqlite::Connection, bounds: &Bounds) -> Result<(), DbError> {
+    let set = || -> rusqlite::Result<()> {
+        conn.set_limit(Limit::SQLITE_LIMIT_ATTACHED, 0)?;
+        conn.set_limit(Limit::SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)?;
+        conn.set_limit(Limit::SQLITE_LIMIT_SQL_LENGTH, MAX_SQL_BYTES)?;
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_DEFENSIVE, true)?;
+        let page_size: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+        let pages = (bounds.max_size_bytes / page_size.max(512) as u64).max(1);
+        conn.pragma_update(None, "max_page_count", pages as i64)?;
+        // The bundled SQLite enforces foreign keys by default; Python's sqlite3 does not.
+        conn.execute_batch(RESET_PRAGMAS)?;
+        Ok(())
+    };
+    set().map_err(unavailable)
+}
+
+/// A connection checked out for one request (or for the host).
+pub struct Connection {
+    conn: Option<rusqlite::Connection>,
+    guard: Arc<guard::State>,
+    /// The pool it goes back to; `None` for a private in-memory database.
+    home: Option<Arc<StoreInner>>,
+    watch: Option<Watch>,
+}
+
+impl Connection {
+    fn new(
+        mut conn: rusqlite::Connection,
+        home: Option<Arc<StoreInner>>,
+        watch: Option<Watch>,
+    ) -> Result<Connection, DbError> {
+        let guard = Arc::new(guard::State::default());
+        let hook = guard.clone();
+        conn.authorizer(Some(move |context: rusqlite::hooks::AuthContext<'_>| {
+            guard::authorize(&hook, context)
+        }))
+        .map_err(unavailable)?;
+        if let Some(watch) = &watch {
+            let watch = watch.clone();
+            conn.progress_handler(
+                1000,
+                Some(move || {
+                    watch.cancelled.load(Ordering::Relaxed) || Instant::now() >= watch.deadline
+                }),
+            )
+            .map_err(unavailable)?;
+        }
+        Ok(Connection {
+            conn: Some(conn),
+            guard,
+            home,
+            watch,
+        })
+    }
+
+    fn raw(&mut self) -> Result<&mut rusqlite::Connection, DbError> {
+        self.conn
+            .as_mut()
+            .ok_or_else(|| DbError::Programming("Cannot operate on a closed database.".into()))
+    }
+
+    /// Run `op` as the host (the guard allows everything).
+    pub fn trusted<T>(
+        &mut self,
+        op: impl FnOnce(&mut rusqlite::Connection) -> Result<T, DbError>,
+    ) -> Result<T, DbError> {
+        let guard = self.guard.clone();
+        let conn = self.raw()?;
+        let value = guard.trusted(|| op(conn));
+        // What the host prepared must not be found again, unguarded, by route code's SQL.
+        conn.flush_prepared_statement_cache();
+        value
+    }
+
+    /// Run `script` as route code would (the guard stands), asking `check` about each
+    /// statement first; a failure comes with the byte offset of its statement.
+    pub fn run_untrusted_script(
+        &mut self,
+        script: &str,
+        mut check: impl FnMut(&str) -> Result<(), DbError>,
+    ) -> Result<(), (DbError, usize)> {
+        let guard = self.guard.clone();
+        let watch = self.watch.clone();
+        let conn = self.raw().map_err(|e| (e, 0))?;
+        run_script(conn, script, |_, sql| check(sql)).map_err(|failure| match failure {
+            ScriptError::Sqlite(e, at) => (error(e, &guard, watch.as_ref()), at),
+            ScriptError::Refused(e, at) => (e, at),
+        })
+    }
+
+    /// Wait for other writers only as long as the request may still run.
+    fn before_statement(&mut self) -> Result<(), DbError> {
+        let wait = match &self.watch {
+            Some(watch) => watch
+                .deadline
+                .saturating_duration_since(Instant::now())
+                .min(BUSY_WAIT),
+            None => BUSY_WAIT,
+        };
+        self.raw()?.busy_timeout(wait).map_err(unavailable)?;
+        self.guard.take_denial();
+        Ok(())
+    }
+
+    /// The outcome of a statement that returned nothing.
+    pub fn idle_outcome(&mut self) -> Outcome {
+        Outcome {
+            changes: -1,
+            in_transaction: self.conn.as_ref().is_some_and(|c| !c.is_autocommit()),
+            ..Outcome::default()
+        }
+    }
+
+    /// Run one statement with `params`, after `begin` if no transaction is open.
+    pub fn execute(
+        &mut self,
+        sql: &str,
+        params: &Params,
+        begin: Option<&str>,
+        allowance: &mut Allowance,
+    ) -> Result<Outcome, DbError> {
+        self.before_statement()?;
+        guard::check_statement(sql)?;
+        let keyword = guard::first_keyword(sql);
+        if keyword.is_none() && sql.trim().is_empty() {
+            return Ok(self.idle_outcome());
+        }
+        self.begin(begin)?;
+        let guard = self.guard.clone();
+        let watch = self.watch.clone();
+        let conn = self.raw()?;
+        let (columns, rows) = {
+            let mut stmt = conn
+                .prepare_cached(sql)
+                .map_err(|e| error(e, &guard, watch.as_ref()))?;
+            bind(&mut stmt, params)?;
+            let columns: Vec<String> = stmt.column_names().map(str::to_string).collect();
+            let mut out = Vec::new();
+            let mut rows = stmt.raw_query();
+            loop {
+                let row = match rows.next() {
+                    Ok(Some(row)) => row,
+                    Ok(None) => break,
+                    Err(e) => return Err(error(e, &guard, watch.as_ref())),
+                };
+                if allowance.rows == 0 {
+                    return Err(DbError::Limit(
+                        "this request's statements returned more rows than a request may receive (database.max_rows): page through them with LIMIT and OFFSET".into(),
+                    ));
+                }
+                allowance.rows -= 1;
+                let mut values = Vec::with_capacity(columns.len());
+                for (index, name) in columns.iter().enumerate() {
+                    let value = convert(row.get_ref(index).map_err(unavailable)?, name)?;
+                    let cost = value.cost();
+                    if cost > allowance.bytes {
+                        return Err(DbError::Limit(
+                            "this request's statements returned more bytes than a request may receive (database.max_result_mb): select fewer columns or rows".into(),
+                        ));
+                    }
+                    allowance.bytes -= cost;
+                    values.push(value);
+                }
+                out.push(values);
+            }
+            (columns, out)
+        };
+        let changes = if guard::changes_rows(keyword) {
+            conn.changes() as i64
+        } else {
+            -1
+        };
+        let last_row_id =
+            (guard::inserts(keyword) && changes > 0).then(|| conn.last_insert_rowid());
+        Ok(Outcome {
+            columns,
+            rows,
+            changes,
+            last_row_id,
+            in_transaction: !conn.is_autocommit(),
+        })
+    }
+
+    /// Run one data-changing statement once per parameter set.
+    pub fn execute_many(
+        &mut self,
+        sql: &str,
+        params: &[Params],
+        begin: Option<&str>,
+    ) -> Result<Outcome, DbError> {
+        self.before_statement()?;
+        guard::check_statement(sql)?;
+        if !guard::changes_rows(guard::first_keyword(sql)) {
+            return Err(DbError::Programming(
+                "executemany() can only execute DML statements.".into(),
+            ));
+        }
+        self.begin(begin)?;
+        let guard = self.guard.clone();
+        let watch = self.watch.clone();
+        let conn = self.raw()?;
+        let mut changes = 0i64;
+        {
+            let mut stmt = conn
+                .prepare_cached(sql)
+                .map_err(|e| error(e, &guard, watch.as_ref()))?;
+            for set in params {
+                bind(&mut stmt, set)?;
+                let mut rows = stmt.raw_query();
+                // A RETURNING clause's rows are not kept (as DB-API's executemany).
+                loop {
+                    match rows.next() {
+                        Ok(Some(_)) => {}
+                        Ok(None) => break,
+                        Err(e) => return Err(error(e, &guard, watch.as_ref())),
+                    }
+                }
+                drop(rows);
+                changes += conn.changes() as i64;
+            }
+        }
+        Ok(Outcome {
+            changes,
+            in_transaction: !conn.is_autocommit(),
+            ..Outcome::default()
+        })
+    }
+
+    /// Commit what is pending, then run every statement of `script`.
+    pub fn execute_script(&mut self, script: &str) -> Result<Outcome, DbError> {
+        self.before_statement()?;
+        self.commit()?;
+        let guard = self.guard.clone();
+        let watch = self.watch.clone();
+        let conn = self.raw()?;
+        let before = conn.total_changes();
+        run_script(conn, script, |_, sql| guard::check_statement(sql)).map_err(|failure| {
+            match failure {
+                ScriptError::Sqlite(e, _) => error(e, &guard, watch.as_ref()),
+                ScriptError::Refused(e, _) => e,
+            }
+        })?;
+        let changes = conn.total_changes().saturating_sub(before) as i64;
+        Ok(Outcome {
+            changes,
+            ..self.idle_outcome()
+        })
+    }
+
+    pub fn commit(&mut self) -> Result<(), DbError> {
+        self.end("COMMIT")
+    }
+
+    pub fn rollback(&mut self) -> Result<(), DbError> {
+        self.end("ROLLBACK")
+    }
+
+    fn end(&mut self, verb: &str) -> Result<(), DbError> {
+        let guard = self.guard.clone();
+        let watch = self.watch.clone();
+        let conn = self.raw()?;
+        if !conn.is_autocommit() {
+            conn.execute_batch(verb)
+                .map_err(|e| error(e, &guard, watch.as_ref()))?;
+        }
+        Ok(())
+    }
+
+    fn begin(&mut self, begin: Option<&str>) -> Result<(), DbError> {
+        let Some(begin) = begin else {
+            return Ok(());
+        };
+        guard::check_begin(begin)?;
+        let guard = self.guard.clone();
+        let watch = self.watch.clone();
+        let conn = self.raw()?;
+        if conn.is_autocommit() {
+            conn.execute_batch(begin)
+                .map_err(|e| error(e, &guard, watch.as_ref()))?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Connection {
+    /// Roll back, reset and return the connection to its pool (or close it).
+    fn drop(&mut self) {
+        let Some(mut conn) = self.conn.take() else {
+            return;
+        };
+        let Some(home) = self.home.take() else {
+            return;
+        };
+        let clean = self.guard.trusted(|| -> rusqlite::Result<bool> {
+            let _ = conn.progress_handler(0, None::<fn() -> bool>);
+            if !conn.is_autocommit() {
+                conn.execute_batch("ROLLBACK")?;
+            }
+            let temporary: i64 =
+                conn.query_row("SELECT count(*) FROM temp.sqlite_master", [], |r| r.get(0))?;
+            conn.execute_batch(RESET_PRAGMAS)?;
+            Ok(temporary == 0 && conn.is_autocommit())
+        });
+        if clean.unwrap_or(false) {
+            let _ = conn.authorizer(
+                None::<fn(rusqlite::hooks::AuthContext<'_>) -> rusqlite::hooks::Authorization>,
+            );
+            let mut idle = home.idle();
+            if idle.len() < MAX_IDLE {
+                idle.push(conn);
+            }
+        }
+    }
+}
+
+/// Why a script stopped: SQLite's error or the guard's refusal, with the byte offset of the
+/// statement in the script.
+pub enum ScriptError {
+    Sqlite(rusqlite::Error, usize),
+    Refused(DbError, usize),
+}
+
+/// Run every statement of `script` in turn, asking `check` about each (its offset in the
+/// script and its text) first. Rows are stepped through and dropped.
+pub fn run_script(
+    conn: &rusqlite::Connection,
+    script: &str,
+    mut check: impl FnMut(usize, &str) -> Result<(), DbError>,
+) -> Result<(), ScriptError> {
+    use rusqlite::fallible_iterator::FallibleIterator;
+    let mut batch = rusqlite::Batch::new(conn, script);
+    let mut searched = 0;
+    loop {
+        let mut stmt = match batch.next() {
+            Ok(Some(stmt)) => stmt,
+            Ok(None) => return Ok(()),
+            Err(e) => return Err(ScriptError::Sqlite(e, next_statement(script, searched))),
+        };
+        let text = stmt.expanded_sql().unwrap_or_default();
+        let at = script[searched..]
+            .find(text.trim())
+            .map_or(searched, |found| searched + found);
+        searched = (at + text.trim().len()).min(script.len());
+        check(at, &text).map_err(|e| ScriptError::Refused(e, at))?;
+        let mut rows = stmt.raw_query();
+        loop {
+            match rows.next() {
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                Err(e) => return Err(ScriptError::Sqlite(e, at)),
+            }
+        }
+    }
+}
+
+/// Where the statement after byte `from` starts (past white space, comments and a `;`).
+fn next_statement(script: &str, from: usize) -> usize {
+    let rest = &script[from..];
+    from + (rest.len() - guard::skip_space_and_comments(rest).len())
+}
+
+fn bind(stmt: &mut rusqlite::Statement<'_>, params: &Params) -> Result<(), DbError> {
+    stmt.clear_bindings();
+    let count = stmt.parameter_count();
+    match params {
+        Params::None | Params::Positional(_) => {
+            let values: &[Value] = match params {
+                Params::Positional(values) => values,
+                _ => &[],
+            };
+            if values.len() != count {
+                return Err(DbError::Programming(format!(
+                    "Incorrect number of bindings supplied. The current statement uses {count}, and there are {} supplied.",
+                    values.len()
+                )));
+            }
+            for (index, value) in values.iter().enumerate() {
+                bind_one(stmt, index + 1, value)?;
+            }
+        }
+        Params::Named(values) => {
+            for index in 1..=count {
+                let Some(name) = stmt.parameter_name(index).map(str::to_string) else {
+                    return Err(DbError::Programming(format!(
+                        "Binding {index} has no name, but you supplied a dictionary (which has only names)."
+                    )));
+                };
+                let bare = name.get(1..).unwrap_or_default();
+                let value = values
+                    .iter()
+                    .find(|(key, _)| key == bare)
+                    .map(|(_, value)| value)
+                    .ok_or_else(|| {
+                        DbError::Programming(format!(
+                            "You did not supply a value for binding parameter {name}."
+                        ))
+                    })?;
+                bind_one(stmt, index, value)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn bind_one(
+    stmt: &mut rusqlite::Statement<'_>,
+    index: usize,
+    value: &Value,
+) -> Result<(), DbError> {
+    let bound = match value {
+        Value::Null => stmt.raw_bind_parameter(index, rusqlite::types::Null),
+        Value::Integer(i) => stmt.raw_bind_parameter(index, i),
+        Value::Real(f) => stmt.raw_bind_parameter(index, f),
+        Value::Text(text) => stmt.raw_bind_parameter(index, text.as_str()),
+        Value::Blob(blob) => stmt.raw_bind_parameter(index, blob.as_slice()),
+    };
+    bound.map_err(|e| DbError::Data(format!("Error binding parameter {index}: {e}")))
+}
+
+fn convert(value: ValueRef<'_>, column: &str) -> Result<Value, DbError> {
+    Ok(match value {
+        ValueRef::Null => Value::Null,
+        ValueRef::Integer(i) => Value::Integer(i),
+        ValueRef::Real(f) => Value::Real(f),
+        ValueRef::Text(bytes) => Value::Text(String::from_utf8(bytes.to_vec()).map_err(|_| {
+            DbError::Operational(format!(
+                "Could not decode to UTF-8 column '{column}': it holds bytes that are not text (CAST it AS BLOB)"
+            ))
+        })?),
+        ValueRef::Blob(bytes) => Value::Blob(bytes.to_vec()),
+    })
+}
+
+fn unavailable(e: impl std::fmt::Display) -> DbError {
+    DbError::Unavailable(e.to_string())
+}
+
+/// SQLite's error as the DB-API exception Python's `sqlite3` raises for it, with the guard's
+/// reason when the guard refused, and the bound that was hit when one was.
+pub fn error(e: rusqlite::Error, guard: &guard::State, watch: Option<&Watch>) -> DbError {
+    if let Some(reason) = guard.take_denial() {
+        return DbError::Refused(reason);
+    }
+    match e {
+        rusqlite::Error::SqliteFailure(failure, message) => {
+            let message = message.unwrap_or_else(|| failure.to_string());
+            match failure.code {
+                ffi::ErrorCode::ConstraintViolation | ffi::ErrorCode::TypeMismatch => {
+                    DbError::Integrity(message)
+                }
+                ffi::ErrorCode::TooBig => DbError::Data(message),
+                ffi::ErrorCode::OperationInterrupted => match watch {
+                    Some(w) if w.cancelled.load(Ordering::Relaxed) => {
+                        DbError::Limit("the request ended while the statement ran".into())
+                    }
+                    _ => DbError::Limit(
+                        "the statement ran past the request's time limit (sandbox.wall_s) and was stopped".into(),
+                    ),
+                },
+                ffi::ErrorCode::DiskFull => DbError::Limit(
+                    "the database is full: it reached its size limit (database.max_size_mb), or the disk is full".into(),
+                ),
+                ffi::ErrorCode::AuthorizationForStatementDenied => DbError::Refused(message),
+                ffi::ErrorCode::ApiMisuse | ffi::ErrorCode::ParameterOutOfRange => {
+                    DbError::Programming(message)
+                }
+                ffi::ErrorCode::DatabaseBusy | ffi::ErrorCode::DatabaseLocked => {
+                    DbError::Operational(format!(
+                        "{message} (another request held the write lock for longer than this one could wait)"
+                    ))
+                }
+                _ => DbError::Operational(message),
+            }
+        }
+        rusqlite::Error::MultipleStatement => {
+            DbError::Programming("You can only execute one statement at a time.".into())
+        }
+        rusqlite::Error::InvalidParameterCount(given, expected) => DbError::Programming(format!(
+            "Incorrect number of bindings supplied. The current statement uses {expected}, and there are {given} supplied."
+        )),
+        other => DbError::Operational(other.to_string()),
+    }
+}
