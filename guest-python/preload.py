@@ -9,7 +9,9 @@ The README lists this set; extend it here to offer more.
 # ruff: noqa: F401
 import sys
 
+import __future__
 import abc
+import argparse
 import ast
 import array
 import asyncio
@@ -17,6 +19,8 @@ import base64
 import binascii
 import bisect
 import calendar
+import concurrent.futures
+import configparser
 import collections
 import collections.abc
 import contextlib
@@ -52,6 +56,9 @@ import html.parser
 import http
 import http.client
 import http.cookies
+import importlib.abc
+import importlib.machinery
+import importlib.metadata
 import importlib.resources
 import importlib.util
 import inspect
@@ -68,6 +75,7 @@ import os
 import pathlib
 import pickle
 import pkgutil
+import platform
 import posixpath
 import pprint
 import random
@@ -83,6 +91,7 @@ import struct
 import tempfile
 import textwrap
 import threading
+import timeit
 import time
 import traceback
 import types
@@ -96,6 +105,7 @@ import uuid
 import warnings
 import weakref
 import xml.etree.ElementTree
+import zipfile
 import zipimport
 import zlib
 import zoneinfo

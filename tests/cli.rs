@@ -17,11 +17,9 @@ fn init_creates_a_project_that_dev_serves() {
         assert!(shop.join(file).is_file(), "{file} missing");
     }
     assert!(shop.join("public").is_dir());
-    assert!(
-        std::fs::read_to_string(shop.join(".gitignore"))
-            .unwrap()
-            .contains(".cache/")
-    );
+    let ignored = std::fs::read_to_string(shop.join(".gitignore")).unwrap();
+    // The build cache and the project's data (its database and kv store) stay out of git.
+    assert!(ignored.contains(".cache/") && ignored.contains(".data/"), "{ignored}");
     let index = std::fs::read_to_string(shop.join("routes/index.py")).unwrap();
     assert!(index.contains("def GET") && index.contains("def POST") && index.contains("\"\"\""));
 

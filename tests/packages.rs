@@ -243,6 +243,87 @@ fn requirements_are_resolved_for_the_sandbox_not_the_host() {
         );
     }
     assert!(!project.path().join(".packages.resolve").exists());
+
+    // And the ORM works in routes, in dev and from a build, on the project's database.
+    project.write(
+        "migrations/0001_blog.sql",
+        "CREATE TABLE posts (id INTEGER PRIMARY KEY, title VARCHAR(200) NOT NULL UNIQUE);\n\
+         CREATE TABLE comments (id INTEGER PRIMARY KEY, post_id INTEGER NOT NULL REFERENCES posts (id), body TEXT NOT NULL);\n",
+    );
+    project.write(
+        "routes/_lib/models.py",
+        r#"
+        from sqlalchemy import ForeignKey, String, create_engine
+        from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+        engine = create_engine("sqlite:///app.db")
+
+        class Base(DeclarativeBase):
+            pass
+
+        class Post(Base):
+            __tablename__ = "posts"
+            id: Mapped[int] = mapped_column(primary_key=True)
+            title: Mapped[str] = mapped_column(String(200), unique=True)
+            comments: Mapped[list["Comment"]] = relationship(back_populates="post", order_by="Comment.id")
+
+        class Comment(Base):
+            __tablename__ = "comments"
+            id: Mapped[int] = mapped_column(primary_key=True)
+            post_id: Mapped[int] = mapped_column(ForeignKey("posts.id"))
+            body: Mapped[str]
+            post: Mapped[Post] = relationship(back_populates="comments")
+        "#,
+    );
+    project.write(
+        "routes/posts/route.py",
+        r#"
+        from sqlalchemy import func, select
+        from sqlalchemy.exc import IntegrityError
+        from sqlalchemy.orm import Session, selectinload
+        from _lib.models import Comment, Post, engine
+
+        async def POST(request):
+            body = await request.json()
+            with Session(engine) as session:
+                post = Post(title=body["title"], comments=[Comment(body=c) for c in body["comments"]])
+                session.add(post)
+                try:
+                    session.commit()
+                except IntegrityError:
+                    return {"detail": "a post with this title exists"}, 409
+                return {"id": post.id}, 201
+
+        def GET(request):
+            with Session(engine) as session:
+                posts = session.scalars(select(Post).options(selectinload(Post.comments)).order_by(Post.id)).all()
+                total = session.scalar(select(func.count()).select_from(Comment))
+                return {"posts": [{"id": p.id, "title": p.title, "comments": [c.body for c in p.comments]} for p in posts], "comments": total}
+        "#,
+    );
+    let server = Server::dev(&project);
+    let created = server
+        .request("POST", "/posts")
+        .json(&serde_json::json!({"title": "hello", "comments": ["first", "second"]}))
+        .send()
+        .unwrap();
+    assert_eq!(created.status(), 201, "{}", server.log());
+    let duplicate = server
+        .request("POST", "/posts")
+        .json(&serde_json::json!({"title": "hello", "comments": []}))
+        .send()
+        .unwrap();
+    assert_eq!(duplicate.status(), 409);
+    let expected = serde_json::json!({
+        "posts": [{"id": 1, "title": "hello", "comments": ["first", "second"]}],
+        "comments": 2,
+    });
+    assert_eq!(json(server.get("/posts")), expected);
+    drop(server);
+    let (code, _, stderr) = run(&["build", "--project", "."], project.path());
+    assert_eq!(code, 0, "{stderr}");
+    let server = Server::run(&project, &[]);
+    assert_eq!(json(server.get("/posts")), expected);
 }
 
 fn walk(dir: &std::path::Path) -> Vec<String> {
