@@ -641,3 +641,90 @@ fn kv_compare_and_set_keys_and_many_keys_at_once() {
         serde_json::json!(["user:20", "user:21", "user:22", "user:23", "user:24"])
     );
 }
+
+#[test]
+fn the_blog_example_keeps_posts_with_comments() {
+    let project = Project::copy_of(&support::tools::workspace().join("examples/blog"));
+    let server = Server::dev(&project);
+    let create = |title: &str| {
+        server
+            .request("POST", "/posts")
+            .json(&serde_json::json!({"title": title, "body": "text"}))
+            .send()
+            .unwrap()
+    };
+    for i in 0..12 {
+        assert_eq!(create(&format!("post {i}")).status(), 201);
+    }
+    let taken = create("post 3");
+    assert_eq!(taken.status(), 409);
+    assert_eq!(
+        json(taken)["detail"],
+        "A post with this title already exists"
+    );
+    // Pagination, bounded.
+    let page = json(server.get("/posts?skip=10&limit=5"));
+    let titles: Vec<&str> = page
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["title"].as_str().unwrap())
+        .collect();
+    assert_eq!(titles, ["post 10", "post 11"]);
+    assert_eq!(server.get("/posts?limit=1000").status(), 422);
+    // Comments, PATCH, 404, and DELETE cascading to the comments.
+    let comment = server
+        .request("POST", "/posts/1/comments")
+        .json(&serde_json::json!({"author": "ann", "body": "first!"}))
+        .send()
+        .unwrap();
+    assert_eq!(comment.status(), 201);
+    assert_eq!(json(server.get("/posts/1/comments"))[0]["author"], "ann");
+    let patched = server
+        .request("PATCH", "/posts/1")
+        .json(&serde_json::json!({"body": "edited"}))
+        .send()
+        .unwrap();
+    assert_eq!(patched.status(), 200);
+    let patched = json(patched);
+    assert_eq!(
+        (patched["title"].as_str(), patched["body"].as_str()),
+        (Some("post 0"), Some("edited"))
+    );
+    assert_eq!(server.get("/posts/999").status(), 404);
+    assert_eq!(json(server.get("/posts/999"))["detail"], "Post not found");
+    // A rename onto a taken title: the IntegrityError escapes (500) and nothing changes.
+    let clash = server
+        .request("PATCH", "/posts/2")
+        .json(&serde_json::json!({"title": "post 0"}))
+        .send()
+        .unwrap();
+    assert_eq!(clash.status(), 500);
+    assert_eq!(json(server.get("/posts/2"))["title"], "post 1");
+    assert_eq!(
+        server
+            .request("DELETE", "/posts/1")
+            .send()
+            .unwrap()
+            .status(),
+        204
+    );
+    assert_eq!(server.get("/posts/1/comments").status(), 404);
+    let (code, stdout, _) = run_with_env(&["db", "status", "--project", "."], project.path(), &[]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("applied:   0001_posts.sql"), "{stdout}");
+    // The other posts take comments as before.
+    let conn_check = server
+        .request("POST", "/posts/2/comments")
+        .json(&serde_json::json!({"author": "bob", "body": "still here"}))
+        .send()
+        .unwrap();
+    assert_eq!(conn_check.status(), 201);
+    assert_eq!(
+        json(server.get("/posts/2/comments"))
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}
