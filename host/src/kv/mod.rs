@@ -1,17 +1,22 @@
 //! The key-value store that route code reaches as `filerouter.kv`: state that outlives a request.
 //!
 //! One store per project (or tenant), shared by all of its requests and by every `filerouter
-//! run` process that points at the same file. Values are JSON text, encoded and decoded by
-//! the guest; entries may expire. The backend, [`sqlite`], is a table in the project's SQLite
-//! file: durable, so what a call stored survives a restart, and other processes on the machine
-//! that open the same file see it. A store that need not last (a build's, a test's) is the same
-//! code on an in-memory database.
+//! run` process that points at the same backend. Values are JSON text, encoded and decoded by
+//! the guest; entries may expire. Two backends keep the entries:
 //!
-//! It enforces [`Bounds`], so that route code cannot exhaust the host's memory or
-//! disk, and offer the same operations: `get`, `set`, `delete`, `incr`, `compare_and_set`,
-//! `keys` (by prefix, paged) and `write` (several keys at once, all or none). Not for: SQL
-//! (that is [`crate::db`]), nor anything route code did not ask for.
+//! - [`sqlite`] (the default): a table in the project's SQLite file. Durable, so what a call
+//!   stored survives a restart, and other processes on the machine that open the same file see
+//!   it. A store that need not last (a build's, a test's) is the same code on an in-memory
+//!   database.
+//! - [`redis`]: keys under a prefix on a Redis server, for several processes on different
+//!   machines that share one project's state. Tenants sharing a server each have their prefix.
+//!
+//! Both enforce [`Bounds`], so that route code cannot exhaust the host's memory or
+//! disk, and offer the same operations, with the same errors: `get`, `set`, `delete`, `incr`,
+//! `compare_and_set`, `keys` (by prefix, paged) and `write` (several keys at once, all or none),
+//! each atomic. Not for: SQL (that is [`crate::db`]), nor anything route code did not ask for.
 
+pub mod redis;
 pub mod sqlite;
 
 use std::{sync::Arc, time::Duration};
@@ -77,6 +82,8 @@ pub struct KvStore {
 
 enum Backend {
     Sqlite(sqlite::SqliteKv),
+    /// Boxed: the client and its connection are large beside a SQLite handle.
+    Redis(Box<redis::RedisKv>),
 }
 
 impl Default for KvStore {
@@ -103,6 +110,19 @@ impl KvStore {
         })
     }
 
+    /// The store under `prefix` (e.g. `filerouter:tenant:acme:`) on the Redis server at `url`
+    /// (`redis://[user:password@]host[:port][/db]`). Only parses the URL: the first operation
+    /// connects, and a server that cannot be reached makes operations fail with
+    /// [`KvError::Unavailable`] (never showing the URL's password) until it can. Stores meet
+    /// only if one's prefix is another's followed by `v:` (`app:` and `app:v:x:`): tenants'
+    /// `filerouter:tenant:{name}:` never are.
+    pub fn redis(url: &str, prefix: &str, bounds: Bounds) -> Result<Self, KvError> {
+        Ok(Self {
+            bounds,
+            backend: Arc::new(Backend::Redis(Box::new(redis::RedisKv::new(url, prefix)?))),
+        })
+    }
+
     /// The same entries under other `bounds` (a tenant reconfigured). Entries past the new
     /// bounds stay until they are deleted or expire; new ones must fit.
     pub fn with_bounds(&self, bounds: Bounds) -> Arc<KvStore> {
@@ -121,6 +141,7 @@ impl KvStore {
     pub async fn get(&self, key: &str) -> Result<Option<String>, KvError> {
         match &*self.backend {
             Backend::Sqlite(s) => s.get(key).await,
+            Backend::Redis(r) => r.get(key).await,
         }
     }
 
@@ -138,6 +159,7 @@ impl KvStore {
     pub async fn delete(&self, key: &str) -> Result<bool, KvError> {
         match &*self.backend {
             Backend::Sqlite(s) => s.delete(key).await,
+            Backend::Redis(r) => r.delete(key).await,
         }
     }
 
@@ -148,6 +170,7 @@ impl KvStore {
         self.check_ttl(ttl)?;
         match &*self.backend {
             Backend::Sqlite(s) => s.incr(self.bounds, key, by, ttl).await,
+            Backend::Redis(r) => r.incr(self.bounds, key, by, ttl).await,
         }
     }
 
@@ -170,6 +193,10 @@ impl KvStore {
                 s.compare_and_set(self.bounds, key, expected, value, ttl)
                     .await
             }
+            Backend::Redis(r) => {
+                r.compare_and_set(self.bounds, key, expected, value, ttl)
+                    .await
+            }
         }
     }
 
@@ -185,6 +212,7 @@ impl KvStore {
         let limit = limit.clamp(1, MAX_BATCH);
         match &*self.backend {
             Backend::Sqlite(s) => s.keys(prefix, after, limit).await,
+            Backend::Redis(r) => r.keys(prefix, after, limit).await,
         }
     }
 
@@ -209,6 +237,7 @@ impl KvStore {
         }
         match &*self.backend {
             Backend::Sqlite(s) => s.write(self.bounds, entries, ttl).await,
+            Backend::Redis(r) => r.write(self.bounds, entries, ttl).await,
         }
     }
 
