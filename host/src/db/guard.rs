@@ -26,11 +26,13 @@ use super::DbError;
 pub const HOST_TABLE_PREFIX: &str = "_filerouter_";
 
 /// One connection's guard: whether the host itself is running statements (then nothing is
-/// refused), and the reason for the last refusal.
+/// refused), the reason for the last refusal, and whether route code changed the connection
+/// (set a PRAGMA, made a temporary object), which the pool must then undo.
 #[derive(Default)]
 pub struct State {
     trusted: AtomicBool,
     denied: Mutex<Option<String>>,
+    changed: AtomicBool,
 }
 
 impl State {
@@ -45,6 +47,11 @@ impl State {
     /// The reason for the refusal that made the last statement fail, if one did.
     pub fn take_denial(&self) -> Option<String> {
         self.denied.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    /// Whether route code may have changed the connection since the last call (and forget it).
+    pub fn take_changed(&self) -> bool {
+        self.changed.swap(false, Ordering::SeqCst)
     }
 
     fn deny(&self, reason: String) -> Authorization {
@@ -167,6 +174,13 @@ pub fn authorize(state: &State, context: AuthContext<'_>) -> Authorization {
                 "the table {table_name} belongs to filerouter (it keeps filerouter.kv and the migrations' record): route code cannot use it; use filerouter.kv"
             ))
         }
+        AuthAction::CreateTempTable { .. }
+        | AuthAction::CreateTempIndex { .. }
+        | AuthAction::CreateTempTrigger { .. }
+        | AuthAction::CreateTempView { .. } => {
+            state.changed.store(true, Ordering::SeqCst);
+            Authorization::Allow
+        }
         _ => Authorization::Allow,
     }
 }
@@ -180,6 +194,9 @@ fn pragma(state: &State, name: &str, value: Option<&str>) -> Authorization {
         Some(_) => SETTABLE_PRAGMAS.contains(&name.as_str()),
     };
     if allowed {
+        if value.is_some() && !PRAGMAS_WITH_ARGUMENT.contains(&name.as_str()) {
+            state.changed.store(true, Ordering::SeqCst);
+        }
         return Authorization::Allow;
     }
     let what = if value.is_some() && readable {

@@ -72,7 +72,15 @@ struct StoreInner {
     /// `None`: every connection is a private in-memory database.
     path: Option<PathBuf>,
     bounds: Bounds,
-    idle: Mutex<Vec<rusqlite::Connection>>,
+    idle: Mutex<Vec<Guarded>>,
+}
+
+/// A connection with its guard, installed once when it was opened: installing an authorizer
+/// expires every prepared statement, so a guard per checkout would empty the statement cache
+/// at every request.
+struct Guarded {
+    conn: rusqlite::Connection,
+    guard: Arc<guard::State>,
 }
 
 impl Store {
@@ -132,26 +140,36 @@ impl Store {
     /// A private in-memory database for route code, gone when the connection closes.
     pub fn private_memory(&self, watch: Watch) -> Result<Connection, DbError> {
         let conn = rusqlite::Connection::open_in_memory().map_err(unavailable)?;
-        configure(&conn, &self.inner.bounds)?;
-        Connection::new(conn, None, Some(watch))
+        Connection::new(guarded(conn, &self.inner.bounds)?, None, Some(watch))
     }
 
-    fn connect(&self) -> Result<rusqlite::Connection, DbError> {
+    fn connect(&self) -> Result<Guarded, DbError> {
         let conn = match &self.inner.path {
             Some(path) => open_file(path).map_err(|e| {
                 DbError::Unavailable(format!("cannot open the database {}: {e}", path.display()))
             })?,
             None => rusqlite::Connection::open_in_memory().map_err(unavailable)?,
         };
-        configure(&conn, &self.inner.bounds)?;
-        Ok(conn)
+        guarded(conn, &self.inner.bounds)
     }
 }
 
 impl StoreInner {
-    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<rusqlite::Connection>> {
+    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Guarded>> {
         self.idle.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// `conn` with its limits and its guard.
+fn guarded(mut conn: rusqlite::Connection, bounds: &Bounds) -> Result<Guarded, DbError> {
+    configure(&conn, bounds)?;
+    let guard = Arc::new(guard::State::default());
+    let hook = guard.clone();
+    conn.authorizer(Some(move |context: rusqlite::hooks::AuthContext<'_>| {
+        guard::authorize(&hook, context)
+    }))
+    .map_err(unavailable)?;
+    Ok(Guarded { conn, guard })
 }
 
 /// The limits every route connection has, whatever route code does.
@@ -182,16 +200,10 @@ pub struct Connection {
 
 impl Connection {
     fn new(
-        mut conn: rusqlite::Connection,
+        Guarded { mut conn, guard }: Guarded,
         home: Option<Arc<StoreInner>>,
         watch: Option<Watch>,
     ) -> Result<Connection, DbError> {
-        let guard = Arc::new(guard::State::default());
-        let hook = guard.clone();
-        conn.authorizer(Some(move |context: rusqlite::hooks::AuthContext<'_>| {
-            guard::authorize(&hook, context)
-        }))
-        .map_err(unavailable)?;
         if let Some(watch) = &watch {
             let watch = watch.clone();
             conn.progress_handler(
@@ -287,10 +299,22 @@ impl Connection {
         let watch = self.watch.clone();
         let conn = self.raw()?;
         let (columns, rows) = {
-            let mut stmt = conn
-                .prepare_cached(sql)
-                .map_err(|e| error(e, &guard, watch.as_ref()))?;
-            bind(&mut stmt, params)?;
+            // A statement that may change the connection (a PRAGMA, a CREATE TEMP) is prepared
+            // afresh every time, so the guard sees it every time and the pool undoes it; the
+            // others come from the connection's statement cache.
+            let (mut cached, mut fresh);
+            let stmt: &mut rusqlite::Statement<'_> = if changes_connection(keyword) {
+                fresh = conn
+                    .prepare(sql)
+                    .map_err(|e| error(e, &guard, watch.as_ref()))?;
+                &mut fresh
+            } else {
+                cached = conn
+                    .prepare_cached(sql)
+                    .map_err(|e| error(e, &guard, watch.as_ref()))?;
+                &mut cached
+            };
+            bind(stmt, params)?;
             let columns: Vec<String> = stmt.column_names().map(str::to_string).collect();
             let mut out = Vec::new();
             let mut rows = stmt.raw_query();
@@ -448,10 +472,16 @@ impl Drop for Connection {
         let Some(home) = self.home.take() else {
             return;
         };
+        // Route code's PRAGMAs and temporary objects are undone only where it made them (the
+        // guard saw them being prepared): a plain request costs a check of `is_autocommit`.
+        let changed = self.guard.take_changed();
         let clean = self.guard.trusted(|| -> rusqlite::Result<bool> {
             let _ = conn.progress_handler(0, None::<fn() -> bool>);
             if !conn.is_autocommit() {
                 conn.execute_batch("ROLLBACK")?;
+            }
+            if !changed {
+                return Ok(conn.is_autocommit());
             }
             let temporary: i64 =
                 conn.query_row("SELECT count(*) FROM temp.sqlite_master", [], |r| r.get(0))?;
@@ -459,15 +489,20 @@ impl Drop for Connection {
             Ok(temporary == 0 && conn.is_autocommit())
         });
         if clean.unwrap_or(false) {
-            let _ = conn.authorizer(
-                None::<fn(rusqlite::hooks::AuthContext<'_>) -> rusqlite::hooks::Authorization>,
-            );
             let mut idle = home.idle();
             if idle.len() < MAX_IDLE {
-                idle.push(conn);
+                idle.push(Guarded {
+                    conn,
+                    guard: self.guard.clone(),
+                });
             }
         }
     }
+}
+
+/// Whether a statement starting with `keyword` may change the connection itself.
+fn changes_connection(keyword: Option<&str>) -> bool {
+    keyword.is_some_and(|k| k.eq_ignore_ascii_case("PRAGMA") || k.eq_ignore_ascii_case("CREATE"))
 }
 
 /// Why a script stopped: SQLite's error or the guard's refusal, with the byte offset of the
