@@ -26,10 +26,11 @@ async fn open(args: &DbArgs) -> anyhow::Result<(Vec<migrations::Migration>, Data
         .canonicalize()
         .with_context(|| format!("project folder {} not found", args.project.display()))?;
     let dir = data::dir(&root, args.data_dir.as_deref());
-    let shown = dir.display().to_string();
+    let servers = args.servers.resolve(&root);
     tokio::task::spawn_blocking(move || {
         let found = migrations::read(&root)?;
-        let data = Data::open(&dir, Default::default(), Default::default())?;
+        let data = Data::open_with(&dir, Default::default(), Default::default(), &servers)?;
+        let shown = data.db.describe();
         Ok((found, data, shown))
     })
     .await
@@ -53,7 +54,7 @@ async fn migrate(args: DbArgs) -> anyhow::Result<()> {
 async fn status(args: DbArgs) -> anyhow::Result<()> {
     let (found, data, dir) = open(&args).await?;
     let status = migrations::status(&data.db, &found).await?;
-    println!("database:  {dir}/{}", crate::db::FILE_NAME);
+    println!("database:  {dir}");
     for (name, at) in &status.applied {
         let note = if status.changed.contains(name) {
             " (changed since: not applied again)"

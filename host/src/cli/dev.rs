@@ -56,9 +56,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let queue = scheduler.queue("project", settings.server.queue_config(workers));
     let data_dir = crate::data::dir(&root, args.data_dir.as_deref());
     let bounds = (crate::kv::Bounds::default(), settings.db_bounds());
-    let data = tokio::task::spawn_blocking(move || Data::open(&data_dir, bounds.0, bounds.1))
-        .await
-        .context("opening the data folder panicked")??;
+    let servers = args.servers.resolve(&root);
+    let data = tokio::task::spawn_blocking(move || {
+        Data::open_with(&data_dir, bounds.0, bounds.1, &servers)
+    })
+    .await
+    .context("opening the data folder panicked")??;
     let migration_error = reload::migrate(&root, &data).await;
     let sandbox = Sandbox::with_data(engine, Some(&routes_dir), settings.limits(), data, queue)?;
     let sandbox = sandbox

@@ -120,6 +120,19 @@ pub struct RunArgs {
     /// its migrations is an error).
     #[arg(long, conflicts_with = "tenants")]
     pub migrate: bool,
+    /// Keep the project's database in Postgres (postgres://user:password@host:port/db; no TLS
+    /// yet), so that several processes share it [default: FILEROUTER_DATABASE_URL, else the data
+    /// folder]. Tenants name theirs in the tenants file.
+    #[arg(long, value_name = "URL", conflicts_with = "tenants")]
+    pub database_url: Option<String>,
+    /// Keep filerouter.kv on a Redis server (redis://[user:password@]host:port[/db])
+    /// [default: FILEROUTER_KV_URL, else the data folder].
+    #[arg(long, value_name = "URL", conflicts_with = "tenants")]
+    pub kv_url: Option<String>,
+    /// The prefix of the project's keys on the Redis server [default: filerouter:NAME: with
+    /// the project folder's name].
+    #[arg(long, value_name = "PREFIX", conflicts_with = "tenants")]
+    pub kv_prefix: Option<String>,
     /// With --tenants: serve Prometheus metrics (/metrics) and health (/healthz) on ADDR
     /// (host:port), apart from the public port.
     #[arg(long, value_name = "ADDR", requires = "tenants")]
@@ -145,6 +158,50 @@ pub struct DbArgs {
     /// project].
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub servers: ServerArgs,
+}
+
+/// The servers that keep a project's data instead of its data folder (operator settings).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ServerArgs {
+    /// Keep the project's database in Postgres (postgres://user:password@host:port/db; no TLS
+    /// yet), so that several processes share it [default: FILEROUTER_DATABASE_URL, else the data
+    /// folder].
+    #[arg(long, value_name = "URL")]
+    pub database_url: Option<String>,
+    /// Keep filerouter.kv on a Redis server (redis://[user:password@]host:port[/db])
+    /// [default: FILEROUTER_KV_URL, else the data folder].
+    #[arg(long, value_name = "URL")]
+    pub kv_url: Option<String>,
+    /// The prefix of the project's keys on the Redis server [default: filerouter:NAME: with
+    /// the project folder's name].
+    #[arg(long, value_name = "PREFIX")]
+    pub kv_prefix: Option<String>,
+}
+
+impl ServerArgs {
+    /// The servers for the project at `root`: the flags, else `FILEROUTER_DATABASE_URL` and
+    /// `FILEROUTER_KV_URL`; the kv prefix from the flag, else the project folder's name.
+    pub fn resolve(&self, root: &std::path::Path) -> crate::data::Servers {
+        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        crate::data::Servers {
+            database_url: self
+                .database_url
+                .clone()
+                .or_else(|| env("FILEROUTER_DATABASE_URL"))
+                .map(crate::data::ServerUrl::new),
+            kv_url: self
+                .kv_url
+                .clone()
+                .or_else(|| env("FILEROUTER_KV_URL"))
+                .map(crate::data::ServerUrl::new),
+            kv_prefix: self
+                .kv_prefix
+                .clone()
+                .unwrap_or_else(|| crate::data::default_kv_prefix(root)),
+        }
+    }
 }
 
 /// `filerouter packages ...`
@@ -196,6 +253,8 @@ pub struct ServeArgs {
     /// .data/ in the project].
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub servers: ServerArgs,
 }
 
 /// The project's build cache folder: `flag` if given; else `.cache` if it exists; else

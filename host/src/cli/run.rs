@@ -6,7 +6,9 @@
 //! if encrypted) before anything is served. Errors answer `{"detail":"Internal Server Error"}`;
 //! details go to the log. One project is the one-tenant case: the same loading
 //! ([`tenants::load`]) and the same engine set-up; it is loaded at start, and a bad cache stops
-//! `run`.
+//! `run`. The project's data is in its data folder unless `--database-url` (Postgres) and
+//! `--kv-url` (Redis) name servers that several `run` processes share; tenants name theirs in
+//! the tenants file.
 
 use std::{
     path::PathBuf,
@@ -106,8 +108,9 @@ async fn serve(args: RunArgs, root: PathBuf, dir: PathBuf) -> anyhow::Result<()>
     Ok(())
 }
 
-/// The project's data (its `--data-dir`), checked against the build's migrations: behind them,
-/// `run` stops with a message unless `--migrate` applies them first.
+/// The project's data (its `--data-dir`, or the servers the operator names), checked against
+/// the build's migrations: behind them, `run` stops with a message unless `--migrate` applies
+/// them first.
 async fn open_data(
     args: &RunArgs,
     root: &std::path::Path,
@@ -115,11 +118,19 @@ async fn open_data(
     migrations: &[db::migrations::Migration],
 ) -> anyhow::Result<Data> {
     let dir = crate::data::dir(root, args.data_dir.as_deref());
-    let shown = dir.display().to_string();
+    let servers = super::ServerArgs {
+        database_url: args.database_url.clone(),
+        kv_url: args.kv_url.clone(),
+        kv_prefix: args.kv_prefix.clone(),
+    }
+    .resolve(root);
     let bounds = settings.db_bounds();
-    let data = tokio::task::spawn_blocking(move || Data::open(&dir, Default::default(), bounds))
-        .await
-        .context("opening the data folder panicked")??;
+    let data = tokio::task::spawn_blocking(move || {
+        Data::open_with(&dir, Default::default(), bounds, &servers)
+    })
+    .await
+    .context("opening the data folder panicked")??;
+    let shown = data.db.describe();
     if args.migrate {
         for name in db::migrations::apply(&data.db, migrations).await? {
             println!("filerouter run: applied migration {name}");
@@ -129,12 +140,12 @@ async fn open_data(
     let status = db::migrations::status(&data.db, migrations).await?;
     if let Some(changed) = status.changed.first() {
         anyhow::bail!(
-            "the database in {shown} applied {changed} as it was before the build changed it: add a new migration instead of editing an applied one"
+            "the database {shown} applied {changed} as it was before the build changed it: add a new migration instead of editing an applied one"
         );
     }
     if !status.pending.is_empty() {
         anyhow::bail!(
-            "the database in {shown} is behind the build's migrations ({} pending: {}): run `filerouter db migrate`, or start with `filerouter run --migrate`",
+            "the database {shown} is behind the build's migrations ({} pending: {}): run `filerouter db migrate`, or start with `filerouter run --migrate`",
             status.pending.len(),
             status.pending.join(", ")
         );

@@ -8,12 +8,18 @@
 //! at start and on change, `filerouter db migrate` on demand; `run` refuses a database that is
 //! behind the build's migrations unless started with `--migrate`. Migration SQL runs under the
 //! same guard as route code's ([`super::guard`]): it is the project's code too.
+//!
+//! On Postgres ([`super::postgres`]) the record is the same table in the operator's database;
+//! each file runs as one simple query inside its own transaction, under an advisory lock so
+//! that several processes starting at once apply each file once. A failure names the line when
+//! Postgres gives the error's position (a syntax error, an unknown table or column); when it
+//! does not (a constraint that fails while the file runs), only the file.
 
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use super::{Database, DbError, guard, sqlite};
+use super::{Database, DbError, guard, pg_text, postgres, sqlite};
 use crate::regular_file::{self, FileError};
 
 /// The folder, relative to the project.
@@ -43,10 +49,14 @@ pub enum MigrationError {
     Folder(String),
     #[error(transparent)]
     Read(#[from] FileError),
-    #[error("{FOLDER}/{file}:{line}: {message} (the database is as it was before this migration)")]
+    #[error(
+        "{FOLDER}/{file}{}: {message} (the database is as it was before this migration)",
+        .line.map(|l| format!(":{l}")).unwrap_or_default()
+    )]
     Failed {
         file: String,
-        line: usize,
+        /// The line of the failing statement, when it is known.
+        line: Option<usize>,
         message: String,
     },
     #[error(
@@ -120,6 +130,10 @@ const RECORD: &str = "CREATE TABLE IF NOT EXISTS _filerouter_migrations (
 
 /// Compare the database's record with `migrations`.
 pub async fn status(db: &Database, migrations: &[Migration]) -> Result<Status, MigrationError> {
+    if let Some(pool) = db.postgres() {
+        let mut conn = pool.host().await?;
+        return pg_compare(&mut conn, migrations, false).await;
+    }
     let migrations = migrations.to_vec();
     let status = db
         .with_connection(move |conn| conn.trusted(|raw| Ok(compare(raw, &migrations))))
@@ -137,8 +151,13 @@ fn compare(raw: &rusqlite::Connection, migrations: &[Migration]) -> Result<Statu
         .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
         .and_then(|rows| rows.collect())
         .map_err(failed)?;
+    Ok(compare_records(&recorded, migrations))
+}
+
+/// Where `recorded` (name, checksum, when) stands against `migrations`.
+fn compare_records(recorded: &[(String, String, String)], migrations: &[Migration]) -> Status {
     let mut status = Status::default();
-    for (name, checksum, at) in &recorded {
+    for (name, checksum, at) in recorded {
         match migrations.iter().find(|m| &m.name == name) {
             Some(m) if &m.checksum() != checksum => status.changed.push(name.clone()),
             Some(_) => {}
@@ -151,12 +170,15 @@ fn compare(raw: &rusqlite::Connection, migrations: &[Migration]) -> Result<Statu
         .filter(|m| !recorded.iter().any(|(name, ..)| name == &m.name))
         .map(|m| m.name.clone())
         .collect();
-    Ok(status)
+    status
 }
 
 /// Apply the pending `migrations` in order; returns the names applied. Stops at the first that
 /// fails (its transaction rolled back) or at a changed file.
 pub async fn apply(db: &Database, migrations: &[Migration]) -> Result<Vec<String>, MigrationError> {
+    if let Some(pool) = db.postgres() {
+        return pg_apply(pool, migrations).await;
+    }
     let migrations = migrations.to_vec();
     db.with_connection(move |conn| apply_all(conn, &migrations))
         .await?
@@ -214,11 +236,160 @@ fn apply_one(conn: &mut sqlite::Connection, migration: &Migration) -> Result<(),
         let _ = conn.trusted(|raw| Ok(raw.execute_batch("ROLLBACK")));
         return Err(MigrationError::Failed {
             file: migration.name.clone(),
-            line: line_of(&migration.sql, offset),
+            line: Some(line_of(&migration.sql, offset)),
             message: error.to_string(),
         });
     }
     Ok(())
+}
+
+/// The record's table on Postgres.
+const PG_RECORD: &str = "CREATE TABLE IF NOT EXISTS _filerouter_migrations (
+    name TEXT PRIMARY KEY NOT NULL,
+    checksum TEXT NOT NULL,
+    applied_at TEXT NOT NULL
+)";
+
+/// The advisory lock that makes one process at a time apply migrations to a Postgres
+/// database (`filerouter` in ASCII).
+const PG_LOCK: i64 = 0x6669_6c65_726f_7574;
+
+/// Compare the record in Postgres with `migrations`; `create` the record's table if missing
+/// (else a missing table is an empty record: several processes may ask at once).
+async fn pg_compare(
+    conn: &mut postgres::Connection,
+    migrations: &[Migration],
+    create: bool,
+) -> Result<Status, MigrationError> {
+    if create {
+        conn.host_script(PG_RECORD)
+            .await
+            .map_err(|e| postgres::error(&e))?;
+    } else {
+        let exists = conn
+            .host_query("SELECT to_regclass('_filerouter_migrations')::text", &[])
+            .await?;
+        if exists
+            .first()
+            .and_then(|row| row.first())
+            .is_none_or(Option::is_none)
+        {
+            return Ok(compare_records(&[], migrations));
+        }
+    }
+    let rows = conn
+        .host_query(
+            "SELECT name, checksum, applied_at FROM _filerouter_migrations ORDER BY applied_at, name",
+            &[],
+        )
+        .await?;
+    let recorded: Vec<(String, String, String)> = rows
+        .into_iter()
+        .map(|row| {
+            let mut row = row.into_iter().map(Option::unwrap_or_default);
+            (
+                row.next().unwrap_or_default(),
+                row.next().unwrap_or_default(),
+                row.next().unwrap_or_default(),
+            )
+        })
+        .collect();
+    Ok(compare_records(&recorded, migrations))
+}
+
+async fn pg_apply(
+    pool: &postgres::Pool,
+    migrations: &[Migration],
+) -> Result<Vec<String>, MigrationError> {
+    let mut conn = pool.host().await?;
+    // Released when the connection goes back to the pool (DISCARD ALL), or closes.
+    conn.host_query(&format!("SELECT pg_advisory_lock({PG_LOCK})::text"), &[])
+        .await?;
+    let status = pg_compare(&mut conn, migrations, true).await?;
+    if let Some(changed) = status.changed.first() {
+        return Err(MigrationError::Changed(changed.clone()));
+    }
+    let mut applied = Vec::new();
+    for migration in migrations
+        .iter()
+        .filter(|m| status.pending.contains(&m.name))
+    {
+        pg_apply_one(&mut conn, migration).await?;
+        applied.push(migration.name.clone());
+    }
+    Ok(applied)
+}
+
+async fn pg_apply_one(
+    conn: &mut postgres::Connection,
+    migration: &Migration,
+) -> Result<(), MigrationError> {
+    let failed = |line: Option<usize>, error: DbError| MigrationError::Failed {
+        file: migration.name.clone(),
+        line,
+        message: error.to_string(),
+    };
+    let statements = pg_text::statements(&migration.sql);
+    for statement in &statements {
+        let line = Some(line_of(
+            &migration.sql,
+            statement.offset + leading(statement.text),
+        ));
+        match pg_text::keywords(statement.text, 1)
+            .first()
+            .map(String::as_str)
+        {
+            Some("BEGIN" | "START" | "COMMIT" | "END" | "ROLLBACK" | "ABORT") => {
+                return Err(failed(
+                    line,
+                    DbError::Programming(
+                        "a migration runs in a transaction of its own: leave out BEGIN, COMMIT and ROLLBACK".into(),
+                    ),
+                ));
+            }
+            _ => postgres::check_untrusted(statement.text).map_err(|e| failed(line, e))?,
+        }
+    }
+    conn.host_script("BEGIN")
+        .await
+        .map_err(|e| MigrationError::Database(postgres::error(&e)))?;
+    if let Err(e) = conn.host_script(&migration.sql).await {
+        let _ = conn.host_script("ROLLBACK").await;
+        let line = postgres::error_offset(&e, &migration.sql)
+            .map(|offset| line_of(&migration.sql, offset))
+            .or_else(|| match statements.as_slice() {
+                [only] => Some(line_of(&migration.sql, only.offset + leading(only.text))),
+                _ => None,
+            });
+        return Err(failed(line, postgres::error(&e)));
+    }
+    let recorded = conn
+        .host_query(
+            "INSERT INTO _filerouter_migrations (name, checksum, applied_at) VALUES ($1, $2, $3)",
+            &[
+                migration.name.as_str(),
+                migration.checksum().as_str(),
+                httpdate_free_rfc3339().as_str(),
+            ],
+        )
+        .await;
+    let committed = match recorded {
+        Ok(_) => conn
+            .host_script("COMMIT")
+            .await
+            .map_err(|e| postgres::error(&e)),
+        Err(e) => Err(e),
+    };
+    if let Err(error) = committed {
+        let _ = conn.host_script("ROLLBACK").await;
+        return Err(failed(None, error));
+    }
+    Ok(())
+}
+
+/// The bytes of white space and comments at the start of a statement.
+fn leading(text: &str) -> usize {
+    text.len() - guard::skip_space_and_comments(text).len()
 }
 
 /// The 1-based line of byte `offset` in `text`.

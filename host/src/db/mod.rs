@@ -1,19 +1,24 @@
 //! The project's SQL database, which route code reaches through the guest's `sqlite3` module.
 //!
 //! Once per project (or tenant) there is one [`Database`]: a SQLite file in the project's data
-//! folder, which `build` and `clean` never touch. Once per request there is one [`Session`]:
-//! the connections the request opened, its share of the [`Bounds`], and its deadline. When the
-//! session is dropped (the request ended, failed, trapped or ran out of time), every
-//! connection's uncommitted work is rolled back and the connection goes back to the pool, reset.
+//! folder, which `build` and `clean` never touch, or, when the operator names one, a Postgres
+//! database that several `filerouter run` processes share ([`postgres`]; route code's API is
+//! the same). Once per request there is one [`Session`]: the connections the request opened,
+//! its share of the [`Bounds`], and its deadline. When the session is dropped (the request
+//! ended, failed, trapped or ran out of time), every connection's uncommitted work is rolled
+//! back and the connection goes back to the pool, reset.
 //!
 //! [`guard`] decides which statements route code may run (nothing that reaches outside the
 //! database: no `ATTACH`, `load_extension`, `VACUUM`, file or safety PRAGMAs, or the host's own
-//! `_filerouter_` tables); [`sqlite`] runs them; [`migrations`] applies the project's
-//! `migrations/*.sql`. Not for: key-value state (that is [`crate::kv`], which keeps its table in
-//! the same file), nor running any Python.
+//! `_filerouter_` tables); [`sqlite`] runs them; [`postgres`] runs them on Postgres, after
+//! [`pg_text`] rewrote their placeholders; [`migrations`] applies the project's
+//! `migrations/*.sql` to either. Not for: key-value state (that is [`crate::kv`], which keeps
+//! its table in the same SQLite file, or on Redis), nor running any Python.
 
 pub mod guard;
 pub mod migrations;
+pub mod pg_text;
+pub mod postgres;
 pub mod sqlite;
 
 use std::{
@@ -37,7 +42,7 @@ pub enum Value {
 
 impl Value {
     /// What the value costs against [`Bounds::max_bytes`].
-    fn cost(&self) -> usize {
+    pub(crate) fn cost(&self) -> usize {
         match self {
             Value::Null => 1,
             Value::Integer(_) | Value::Real(_) => 8,
@@ -122,8 +127,20 @@ pub const MAX_CONNECTIONS: usize = 16;
 
 /// One project's database.
 pub struct Database {
-    store: sqlite::Store,
+    backend: Backend,
     bounds: Bounds,
+}
+
+/// Where the database is.
+enum Backend {
+    /// A SQLite file in the data folder (or none: [`Database::none`]).
+    Sqlite(sqlite::Store),
+    /// The operator's Postgres server; `memory` makes route code's private `:memory:`
+    /// databases, which stay SQLite.
+    Postgres {
+        pool: postgres::Pool,
+        memory: sqlite::Store,
+    },
 }
 
 /// The file name of the project's database in its data folder.
@@ -139,7 +156,21 @@ impl Database {
             ))
         })?;
         Ok(Database {
-            store: sqlite::Store::file(&data_dir.join(FILE_NAME), bounds)?,
+            backend: Backend::Sqlite(sqlite::Store::file(&data_dir.join(FILE_NAME), bounds)?),
+            bounds,
+        })
+    }
+
+    /// The Postgres database at `url` (`postgres://user:password@host:port/db`), connected to
+    /// once now: a wrong URL or an unreachable server is an error that names `host:port/db`
+    /// (never the password). `bounds.max_size_bytes` does not apply: the server's operator
+    /// sizes the database.
+    pub async fn connect_postgres(url: &str, bounds: Bounds) -> Result<Database, DbError> {
+        Ok(Database {
+            backend: Backend::Postgres {
+                pool: postgres::Pool::connect(url).await?,
+                memory: sqlite::Store::memory(bounds),
+            },
             bounds,
         })
     }
@@ -148,7 +179,7 @@ impl Database {
     /// route modules are imported but no request runs, and for the server's own calls).
     pub fn none() -> Database {
         Database {
-            store: sqlite::Store::memory(Bounds::default()),
+            backend: Backend::Sqlite(sqlite::Store::memory(Bounds::default())),
             bounds: Bounds::default(),
         }
     }
@@ -159,15 +190,41 @@ impl Database {
 
     /// The same database under other bounds (a tenant reconfigured).
     pub fn with_bounds(&self, bounds: Bounds) -> Result<Database, DbError> {
-        Ok(Database {
-            store: self.store.with_bounds(bounds)?,
-            bounds,
-        })
+        let backend = match &self.backend {
+            Backend::Sqlite(store) => Backend::Sqlite(store.with_bounds(bounds)?),
+            Backend::Postgres { pool, .. } => Backend::Postgres {
+                pool: pool.clone(),
+                memory: sqlite::Store::memory(bounds),
+            },
+        };
+        Ok(Database { backend, bounds })
     }
 
-    /// The file, for a database that has one.
+    /// The file, for a SQLite database that has one.
     pub fn path(&self) -> Option<&Path> {
-        self.store.path()
+        match &self.backend {
+            Backend::Sqlite(store) => store.path(),
+            Backend::Postgres { .. } => None,
+        }
+    }
+
+    /// The Postgres database's pool, when that is where the database is.
+    pub fn postgres(&self) -> Option<&postgres::Pool> {
+        match &self.backend {
+            Backend::Postgres { pool, .. } => Some(pool),
+            Backend::Sqlite(_) => None,
+        }
+    }
+
+    /// Where the database is, for messages: the SQLite file, or Postgres's `host:port/db`.
+    pub fn describe(&self) -> String {
+        match &self.backend {
+            Backend::Sqlite(store) => store.path().map_or_else(
+                || "no database (in-memory)".to_string(),
+                |p| p.display().to_string(),
+            ),
+            Backend::Postgres { pool, .. } => format!("postgres at {}", pool.target()),
+        }
     }
 
     /// A request's use of the database, until `deadline`.
@@ -183,13 +240,18 @@ impl Database {
     }
 
     /// Run `op` with a connection of the host's own (migrations, status) on a blocking thread;
-    /// the guard stands unless `op` asks [`sqlite::Connection::trusted`].
+    /// the guard stands unless `op` asks [`sqlite::Connection::trusted`]. SQLite only.
     pub async fn with_connection<T, F>(&self, op: F) -> Result<T, DbError>
     where
         T: Send + 'static,
         F: FnOnce(&mut sqlite::Connection) -> T + Send + 'static,
     {
-        let store = self.store.clone_handle();
+        let Backend::Sqlite(store) = &self.backend else {
+            return Err(DbError::Unavailable(
+                "the project's database is in Postgres, not in a SQLite file".into(),
+            ));
+        };
+        let store = store.clone_handle();
         tokio::task::spawn_blocking(move || {
             let mut conn = store.checkout(None)?;
             Ok(op(&mut conn))
@@ -199,10 +261,16 @@ impl Database {
     }
 }
 
+/// One connection of a request.
+enum Connection {
+    Sqlite(sqlite::Connection),
+    Postgres(postgres::Connection),
+}
+
 /// One request's connections and its share of the bounds.
 pub struct Session {
     db: Arc<Database>,
-    connections: Vec<Option<sqlite::Connection>>,
+    connections: Vec<Option<Connection>>,
     rows_left: usize,
     bytes_left: usize,
     deadline: Instant,
@@ -221,26 +289,36 @@ impl Session {
         }
         // No file: the server is importing route modules. A connection kept in the build's
         // snapshot would be a stale handle in every request.
-        if self.db.store.path().is_none() {
+        if let Backend::Sqlite(store) = &self.db.backend
+            && store.path().is_none()
+        {
             return Err(DbError::Unavailable(
                 "the database is not open while the server imports route modules (`filerouter build`, route inspection): connect inside a handler or a dependency, and create tables with migrations/*.sql".into(),
             ));
         }
         let memory = matches!(name.trim(), ":memory:" | "") || name.starts_with("file::memory:");
-        let store = self.db.store.clone_handle();
         let watch = sqlite::Watch {
             deadline: self.deadline,
             cancelled: self.cancelled.clone(),
         };
-        let conn = tokio::task::spawn_blocking(move || {
-            if memory {
-                store.private_memory(watch)
-            } else {
-                store.checkout(Some(watch))
+        let conn = match &self.db.backend {
+            Backend::Postgres { pool, .. } if !memory => {
+                Connection::Postgres(pool.checkout(self.deadline).await?)
             }
-        })
-        .await
-        .map_err(|e| DbError::Unavailable(format!("the database thread failed: {e}")))??;
+            Backend::Postgres { memory: store, .. } | Backend::Sqlite(store) => {
+                let store = store.clone_handle();
+                let conn = tokio::task::spawn_blocking(move || {
+                    if memory {
+                        store.private_memory(watch)
+                    } else {
+                        store.checkout(Some(watch))
+                    }
+                })
+                .await
+                .map_err(|e| DbError::Unavailable(format!("the database thread failed: {e}")))??;
+                Connection::Sqlite(conn)
+            }
+        };
         let slot = match self.connections.iter().position(Option::is_none) {
             Some(free) => free,
             None => {
@@ -252,14 +330,42 @@ impl Session {
         Ok(slot as u32)
     }
 
-    /// Run `op` on connection `id` on a blocking thread, and take the connection back after.
+    /// Whether connection `id` is a Postgres one (else SQLite); an error if it is closed.
+    fn is_postgres(&self, id: u32) -> Result<bool, DbError> {
+        match self.connections.get(id as usize) {
+            Some(Some(Connection::Postgres(_))) => Ok(true),
+            Some(Some(Connection::Sqlite(_))) => Ok(false),
+            _ => Err(closed()),
+        }
+    }
+
+    /// Postgres connection `id` and the request's allowance.
+    fn postgres(&mut self, id: u32) -> Result<(&mut postgres::Connection, Allowance), DbError> {
+        let allowance = Allowance {
+            rows: self.rows_left,
+            bytes: self.bytes_left,
+        };
+        match self.connections.get_mut(id as usize) {
+            Some(Some(Connection::Postgres(conn))) => Ok((conn, allowance)),
+            _ => Err(closed()),
+        }
+    }
+
+    /// Run `op` on SQLite connection `id` on a blocking thread, and take the connection back
+    /// after.
     async fn on<T, F>(&mut self, id: u32, op: F) -> Result<T, DbError>
     where
         T: Send + 'static,
         F: FnOnce(&mut sqlite::Connection, &mut Allowance) -> Result<T, DbError> + Send + 'static,
     {
         let slot = self.connections.get_mut(id as usize).ok_or_else(closed)?;
-        let mut conn = slot.take().ok_or_else(closed)?;
+        let mut conn = match slot.take() {
+            Some(Connection::Sqlite(conn)) => conn,
+            other => {
+                *slot = other;
+                return Err(closed());
+            }
+        };
         let mut allowance = Allowance {
             rows: self.rows_left,
             bytes: self.bytes_left,
@@ -272,7 +378,7 @@ impl Session {
         .map_err(|e| DbError::Unavailable(format!("the database thread failed: {e}")))?;
         self.rows_left = allowance.rows;
         self.bytes_left = allowance.bytes;
-        self.connections[id as usize] = Some(conn);
+        self.connections[id as usize] = Some(Connection::Sqlite(conn));
         result
     }
 
@@ -283,6 +389,15 @@ impl Session {
         params: Params,
         begin: Option<String>,
     ) -> Result<Outcome, DbError> {
+        if self.is_postgres(id)? {
+            let (conn, mut allowance) = self.postgres(id)?;
+            let result = conn
+                .execute(&statement, &params, begin.as_deref(), &mut allowance)
+                .await;
+            self.rows_left = allowance.rows;
+            self.bytes_left = allowance.bytes;
+            return result;
+        }
         self.on(id, move |conn, allowance| {
             conn.execute(&statement, &params, begin.as_deref(), allowance)
         })
@@ -296,6 +411,12 @@ impl Session {
         params: Vec<Params>,
         begin: Option<String>,
     ) -> Result<Outcome, DbError> {
+        if self.is_postgres(id)? {
+            let (conn, _) = self.postgres(id)?;
+            return conn
+                .execute_many(&statement, &params, begin.as_deref())
+                .await;
+        }
         self.on(id, move |conn, _| {
             conn.execute_many(&statement, &params, begin.as_deref())
         })
@@ -303,15 +424,27 @@ impl Session {
     }
 
     pub async fn execute_script(&mut self, id: u32, script: String) -> Result<Outcome, DbError> {
+        if self.is_postgres(id)? {
+            let (conn, _) = self.postgres(id)?;
+            return conn.execute_script(&script).await;
+        }
         self.on(id, move |conn, _| conn.execute_script(&script))
             .await
     }
 
     pub async fn commit(&mut self, id: u32) -> Result<(), DbError> {
+        if self.is_postgres(id)? {
+            let (conn, _) = self.postgres(id)?;
+            return conn.commit().await;
+        }
         self.on(id, |conn, _| conn.commit()).await
     }
 
     pub async fn rollback(&mut self, id: u32) -> Result<(), DbError> {
+        if self.is_postgres(id)? {
+            let (conn, _) = self.postgres(id)?;
+            return conn.rollback().await;
+        }
         self.on(id, |conn, _| conn.rollback()).await
     }
 
@@ -335,14 +468,24 @@ impl Drop for Session {
     }
 }
 
-/// Roll back and return connections to their pool, on a blocking thread where there is a
-/// runtime (a rollback touches the disk).
-fn release(connections: Vec<sqlite::Connection>) {
+/// Roll back and return connections to their pool: SQLite's on a blocking thread where there
+/// is a runtime (a rollback touches the disk); Postgres's reset themselves on a task.
+fn release(connections: Vec<Connection>) {
+    let mut sqlite = Vec::new();
+    for conn in connections {
+        match conn {
+            Connection::Sqlite(conn) => sqlite.push(conn),
+            Connection::Postgres(conn) => drop(conn),
+        }
+    }
+    if sqlite.is_empty() {
+        return;
+    }
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => {
-            runtime.spawn_blocking(move || drop(connections));
+            runtime.spawn_blocking(move || drop(sqlite));
         }
-        Err(_) => drop(connections),
+        Err(_) => drop(sqlite),
     }
 }
 

@@ -16,8 +16,17 @@
 //! hosts = ["acme.example.com", "*.acme.example.com"]
 //! project = "sites/acme"         # relative to this file
 //! data_dir = "data/acme"         # its database and kv store [default: .data/ in the project]
+//! database_url = "postgres://acme:PASSWORD@db.internal:5432/acme"  # optional: its database
+//! kv_url = "redis://cache.internal:6379"                           # optional: its kv store
 //! cpu_ms = 500
 //! ```
+//!
+//! `database_url` puts the tenant's database in Postgres instead of its data folder: give each
+//! tenant a role of its own that owns its database and nothing else (`CREATE ROLE acme LOGIN
+//! PASSWORD '...'; CREATE DATABASE acme OWNER acme; REVOKE CONNECT ON DATABASE acme FROM
+//! PUBLIC;`). `kv_url` puts its kv store on a Redis server, under the keys
+//! `filerouter:tenant:NAME:`. Both are the operator's settings (with passwords: keep the file
+//! private); no message shows a password.
 //!
 //! Parsing is strict: unknown keys, wrong types, bad names, duplicate or overlapping hosts, a
 //! missing `project` or project folder are errors that name the file and line. This module only
@@ -75,6 +84,8 @@ struct RawTenant {
     project: Spanned<String>,
     cache_dir: Option<Spanned<String>>,
     data_dir: Option<Spanned<String>>,
+    database_url: Option<Spanned<String>>,
+    kv_url: Option<Spanned<String>>,
     memory_mb: Option<Spanned<u64>>,
     cpu_ms: Option<Spanned<u64>>,
     wall_s: Option<Spanned<f64>>,
@@ -167,6 +178,9 @@ pub struct TenantConfig {
     pub cache_dir: PathBuf,
     /// Where its database and kv store live (absolute): `data_dir`, else `.data/` in the project.
     pub data_dir: PathBuf,
+    /// The servers that keep them instead, if any (`database_url`, `kv_url`; the kv prefix is
+    /// always `filerouter:tenant:NAME:`).
+    pub servers: crate::data::Servers,
     pub limits: TenantLimits,
 }
 
@@ -297,12 +311,39 @@ impl TenantsConfig {
                 Some(dir) => base.join(dir.get_ref()),
                 None => project.join(crate::data::DEFAULT_DIR),
             };
+            let database_url = match &section.database_url {
+                Some(url) => {
+                    crate::db::postgres::check_url(url.get_ref()).map_err(|m| {
+                        at(
+                            Some(url.span()),
+                            format!("tenant {name}: `database_url`: {m}"),
+                        )
+                    })?;
+                    Some(crate::data::ServerUrl::new(url.get_ref()))
+                }
+                None => None,
+            };
+            let kv_prefix = crate::data::tenant_kv_prefix(name);
+            let kv_url = match &section.kv_url {
+                Some(url) => {
+                    crate::kv::KvStore::redis(url.get_ref(), &kv_prefix, limits.kv).map_err(
+                        |e| at(Some(url.span()), format!("tenant {name}: `kv_url`: {e}")),
+                    )?;
+                    Some(crate::data::ServerUrl::new(url.get_ref()))
+                }
+                None => None,
+            };
             tenants.push(TenantConfig {
                 name: name.clone(),
                 hosts,
                 project,
                 cache_dir,
                 data_dir,
+                servers: crate::data::Servers {
+                    database_url,
+                    kv_url,
+                    kv_prefix,
+                },
                 limits,
             });
         }
@@ -494,5 +535,36 @@ mod tests {
         assert!(error.message.contains("project"), "{error}");
         // A tenant's own overlapping hosts are fine.
         parse("[tenant.a]\nproject = \"a\"\nhosts = [\"*.a.test\", \"x.a.test\"]\n").unwrap();
+        // A bad server URL names its line, never its password.
+        let error = parse(
+            "[tenant.a]\nproject = \"a\"\nhosts = [\"a.test\"]\ndatabase_url = \"postgres://a:s3cret@db:port/a\"\n",
+        )
+        .unwrap_err();
+        assert_eq!(error.line, 4);
+        assert!(!error.message.contains("s3cret"), "{error}");
+        assert_eq!(
+            line("[tenant.a]\nproject = \"a\"\nhosts = [\"a.test\"]\nkv_url = \"http://x\"\n"),
+            4
+        );
+        assert_eq!(
+            line("[tenant.a]\nproject = \"a\"\nhosts = [\"a.test\"]\ndatabase = \"x\"\n"),
+            4
+        );
+    }
+
+    #[test]
+    fn servers_are_per_tenant_with_a_forced_kv_prefix() {
+        let config = parse(
+            "[tenant.a]\nproject = \"a\"\nhosts = [\"a.test\"]\ndatabase_url = \"postgres://a:s3cret@db:5432/a\"\nkv_url = \"redis://:s3cret@cache:6379/0\"\n[tenant.b]\nproject = \"b\"\nhosts = [\"b.test\"]\n",
+        )
+        .unwrap();
+        let a = &config.tenants[0].servers;
+        assert_eq!(
+            a.database_url.as_ref().map(|u| u.expose()),
+            Some("postgres://a:s3cret@db:5432/a")
+        );
+        assert_eq!(a.kv_prefix, "filerouter:tenant:a:");
+        assert!(!format!("{config:?}").contains("s3cret"));
+        assert_eq!(config.tenants[1].servers.database_url, None);
     }
 }

@@ -104,16 +104,18 @@ impl Tenant {
         &self.config.name
     }
 
-    /// Its database and kv store, opened (in its `data_dir`) on first use. Blocking.
+    /// Its database and kv store, opened (in its `data_dir`, or on its servers) on first use.
+    /// Blocking.
     fn data(&self) -> Result<Data, crate::data::DataError> {
         let mut data = self.data.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(data) = &*data {
             return Ok(data.clone());
         }
-        let opened = Data::open(
+        let opened = Data::open_with(
             &self.config.data_dir,
             self.config.limits.kv,
             self.config.limits.db,
+            &self.config.servers,
         )?;
         *data = Some(opened.clone());
         Ok(opened)
@@ -413,7 +415,14 @@ impl Tenants {
         let file = self.inner.file.clone();
         let checked = tokio::task::spawn_blocking(move || TenantsConfig::load(&file)).await;
         match checked {
-            Ok(Ok(config)) => self.apply(config),
+            // Off the async threads: a tenant whose data moved opens it again (it may connect
+            // to a database server).
+            Ok(Ok(config)) => {
+                let tenants = self.clone();
+                if let Err(e) = tokio::task::spawn_blocking(move || tenants.apply(config)).await {
+                    tracing::error!("applying {} panicked: {e}", self.inner.file.display());
+                }
+            }
             Ok(Err(e)) => tracing::error!("{e} (keeping the last good configuration)"),
             Err(e) => tracing::error!("reading {} panicked: {e}", self.inner.file.display()),
         }
@@ -479,7 +488,10 @@ impl Tenants {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
-            .filter(|_| previous.config.data_dir == wanted.data_dir)
+            .filter(|_| {
+                previous.config.data_dir == wanted.data_dir
+                    && previous.config.servers == wanted.servers
+            })
             .and_then(|data| {
                 data.with_bounds(wanted.limits.kv, wanted.limits.db)
                     .map_err(|e| tracing::error!("{e}"))
