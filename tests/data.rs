@@ -735,3 +735,53 @@ fn the_blog_example_keeps_posts_with_comments() {
         1
     );
 }
+
+#[test]
+fn each_tenant_has_its_own_database_and_migrations_are_applied_only_when_asked() {
+    let project = blog();
+    let (code, _, stderr) = run_with_env(&["build", "--project", "."], project.path(), &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("tenants.toml");
+    let path = project.path().display();
+    std::fs::write(
+        &file,
+        format!(
+            "[tenant.a]\nhosts = [\"a.test\"]\nproject = \"{path}\"\ndata_dir = \"a-data\"\nmigrate = true\n\n\
+             [tenant.b]\nhosts = [\"b.test\"]\nproject = \"{path}\"\ndata_dir = \"b-data\"\nmigrate = true\n\n\
+             [tenant.c]\nhosts = [\"c.test\"]\nproject = \"{path}\"\ndata_dir = \"c-data\"\n"
+        ),
+    )
+    .unwrap();
+    let server = Server::start(
+        &["run", "--tenants", file.to_str().unwrap()],
+        &[],
+        Duration::from_secs(120),
+    );
+    let on = |host: &str, method: &str, path: &str| {
+        client()
+            .request(method.parse().unwrap(), server.url(path))
+            .header("host", host)
+            .json(&serde_json::json!({"title": "only in a"}))
+            .send()
+            .unwrap()
+    };
+    assert_eq!(on("a.test", "POST", "/posts").status(), 201);
+    assert_eq!(json(on("a.test", "GET", "/count"))["rows"], 1);
+    // b runs the same project on its own data: it sees none of a's rows or kv.
+    assert_eq!(
+        json(on("b.test", "GET", "/count")),
+        serde_json::json!({"rows": 0, "creates": 0})
+    );
+    // c's database is behind the build's migrations and its section does not say migrate.
+    assert_eq!(on("c.test", "GET", "/count").status(), 503);
+    assert!(
+        eventually(Duration::from_secs(5), || server.log().contains(
+            "the database is behind the build's migrations (1 pending: 0001_posts.sql)"
+        )),
+        "{}",
+        server.log()
+    );
+    assert!(home.path().join("a-data/db.sqlite3").is_file());
+    assert!(home.path().join("b-data/db.sqlite3").is_file());
+}

@@ -131,26 +131,20 @@ async fn open_data(
     .await
     .context("opening the data folder panicked")??;
     let shown = data.db.describe();
-    if args.migrate {
-        for name in db::migrations::apply(&data.db, migrations).await? {
-            println!("filerouter run: applied migration {name}");
+    match db::migrations::ensure(&data.db, migrations, args.migrate).await {
+        Ok(applied) => {
+            for name in applied {
+                println!("filerouter run: applied migration {name}");
+            }
+            Ok(data)
         }
-        return Ok(data);
+        Err(e @ db::migrations::MigrationError::Behind(_)) => Err(anyhow::anyhow!(
+            "{}: run `filerouter db migrate`, or start with `filerouter run --migrate`",
+            e.to_string()
+                .replacen("the database", &format!("the database {shown}"), 1)
+        )),
+        Err(e) => Err(anyhow::anyhow!("the database {shown}: {e}")),
     }
-    let status = db::migrations::status(&data.db, migrations).await?;
-    if let Some(changed) = status.changed.first() {
-        anyhow::bail!(
-            "the database {shown} applied {changed} as it was before the build changed it: add a new migration instead of editing an applied one"
-        );
-    }
-    if !status.pending.is_empty() {
-        anyhow::bail!(
-            "the database {shown} is behind the build's migrations ({} pending: {}): run `filerouter db migrate`, or start with `filerouter run --migrate`",
-            status.pending.len(),
-            status.pending.join(", ")
-        );
-    }
-    Ok(data)
 }
 
 /// Instances at once per core when many tenants share the process and `--workers` does not

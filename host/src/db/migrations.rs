@@ -63,6 +63,8 @@ pub enum MigrationError {
         "{FOLDER}/{0} was changed after it was applied; migrations are applied once: undo the edit and add a new migration"
     )]
     Changed(String),
+    #[error("the database is behind the build's migrations ({} pending: {})", .0.len(), .0.join(", "))]
+    Behind(Vec<String>),
     #[error("the database: {0}")]
     Database(#[from] DbError),
 }
@@ -107,6 +109,27 @@ pub async fn apply_folder(root: &Path, db: &Database) -> Result<Vec<String>, Mig
         .await
         .map_err(|e| MigrationError::Folder(format!("reading failed: {e}")))??;
     apply(db, &migrations).await
+}
+
+/// Make sure the database has every one of a build's `migrations` before it is served: apply
+/// the pending ones if `apply` (returning their names), else refuse a database behind them
+/// ([`MigrationError::Behind`]) or one that applied a file the build has changed since.
+pub async fn ensure(
+    db: &Database,
+    migrations: &[Migration],
+    apply: bool,
+) -> Result<Vec<String>, MigrationError> {
+    if apply {
+        return self::apply(db, migrations).await;
+    }
+    let status = status(db, migrations).await?;
+    if let Some(changed) = status.changed.first() {
+        return Err(MigrationError::Changed(changed.clone()));
+    }
+    if !status.pending.is_empty() {
+        return Err(MigrationError::Behind(status.pending));
+    }
+    Ok(Vec::new())
 }
 
 /// Where a database stands against a list of migrations.

@@ -18,6 +18,7 @@
 //! data_dir = "data/acme"         # its database and kv store [default: .data/ in the project]
 //! database_url = "postgres://acme:PASSWORD@db.internal:5432/acme"  # optional: its database
 //! kv_url = "redis://cache.internal:6379"                           # optional: its kv store
+//! migrate = true                 # apply its build's pending migrations when it loads
 //! cpu_ms = 500
 //! ```
 //!
@@ -86,6 +87,7 @@ struct RawTenant {
     data_dir: Option<Spanned<String>>,
     database_url: Option<Spanned<String>>,
     kv_url: Option<Spanned<String>>,
+    migrate: Option<Spanned<bool>>,
     memory_mb: Option<Spanned<u64>>,
     cpu_ms: Option<Spanned<u64>>,
     wall_s: Option<Spanned<f64>>,
@@ -178,6 +180,9 @@ pub struct TenantConfig {
     pub cache_dir: PathBuf,
     /// Where its database and kv store live (absolute): `data_dir`, else `.data/` in the project.
     pub data_dir: PathBuf,
+    /// Whether its build's pending migrations are applied when it loads (`migrate = true`);
+    /// else a database behind them refuses the tenant.
+    pub migrate: bool,
     /// The servers that keep them instead, if any (`database_url`, `kv_url`; the kv prefix is
     /// always `filerouter:tenant:NAME:`).
     pub servers: crate::data::Servers,
@@ -339,6 +344,7 @@ impl TenantsConfig {
                 project,
                 cache_dir,
                 data_dir,
+                migrate: section.migrate.as_ref().is_some_and(|m| *m.get_ref()),
                 servers: crate::data::Servers {
                     database_url,
                     kv_url,

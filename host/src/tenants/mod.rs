@@ -355,11 +355,31 @@ impl Tenants {
         let owner = tenant.clone();
         let loaded = tokio::task::spawn_blocking(move || {
             let data = owner.data().map_err(|e| e.to_string())?;
-            load::load(
+            let (opened, stamp) =
+                load::open(&config.cache_dir, key.as_ref()).map_err(|e| e.to_string())?;
+            // A database behind the build's migrations is not served, unless the tenant's
+            // section says `migrate = true` (then they are applied now).
+            let ensured = tokio::runtime::Handle::current().block_on(
+                crate::db::migrations::ensure(&data.db, &opened.metadata.migrations, config.migrate),
+            );
+            match ensured {
+                Ok(applied) => {
+                    for name in applied {
+                        tracing::warn!("applied migration {name}");
+                    }
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "{e}: run `filerouter db migrate --project {}` for it, or set `migrate = true` in its section",
+                        config.project.display()
+                    ));
+                }
+            }
+            load::serve_from(
                 &engine,
                 &config.project,
-                &config.cache_dir,
-                key.as_ref(),
+                &opened,
+                stamp,
                 |_| limits,
                 data,
                 queue,
