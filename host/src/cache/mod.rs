@@ -90,12 +90,17 @@ pub struct RouteCounts {
     pub dynamic_routes: usize,
 }
 
-/// One section's size before and after compression.
+/// One section's size before and after compression, and the hash of its bytes.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct SectionSize {
     pub name: String,
     pub raw: u64,
     pub compressed: u64,
+    /// BLAKE3 of the section's bytes before compression (hexadecimal). For the native code it
+    /// is what its file must hash to before `run` maps it (caches written before it was
+    /// recorded have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blake3: Option<String>,
 }
 
 /// A route as the build found it.
@@ -155,6 +160,25 @@ impl Opened {
         blake3::hash(&self.native_zst).to_hex().to_string()
     }
 
+    /// The BLAKE3 hash of the native code (decompressed), as the verified manifest records
+    /// it: what the file `run` maps must hash to. Computed from the section itself when the
+    /// manifest has none (a cache written before it was recorded).
+    pub fn native_hash(&self) -> Result<blake3::Hash, CacheError> {
+        let recorded = self
+            .manifest
+            .sections
+            .iter()
+            .find(|s| s.name == "native")
+            .and_then(|s| s.blake3.as_deref());
+        match recorded {
+            Some(hex) => blake3::Hash::from_hex(hex).map_err(|e| CacheError::Section {
+                section: "manifest",
+                reason: format!("the native code's hash: {e}"),
+            }),
+            None => Ok(blake3::hash(&self.native()?)),
+        }
+    }
+
     /// The baked component, for recompiling.
     pub fn component(&self) -> Result<Vec<u8>, String> {
         unpack("component", &self.component_zst).map_err(|e| e.to_string())
@@ -193,6 +217,7 @@ pub fn write(
             name: name.to_string(),
             raw: raw.len() as u64,
             compressed: packed.len() as u64,
+            blake3: Some(blake3::hash(raw).to_hex().to_string()),
         });
         compressed.push((name, packed));
     }
@@ -402,6 +427,10 @@ mod tests {
         assert!(written.sections.iter().all(|s| s.compressed < s.raw));
         let opened = open(dir.path(), None).unwrap();
         assert_eq!(opened.native().unwrap(), contents().native);
+        assert_eq!(
+            opened.native_hash().unwrap(),
+            blake3::hash(&contents().native)
+        );
         assert_eq!(opened.component().unwrap(), contents().component);
         assert_eq!(super::manifest(dir.path()), Some(written));
         assert!(remove(dir.path()).unwrap() > 0);
@@ -409,6 +438,27 @@ mod tests {
             open(dir.path(), None),
             Err(CacheError::Missing(_))
         ));
+    }
+
+    #[test]
+    fn the_native_hash_of_a_cache_that_records_none_is_computed() {
+        let dir = tempfile::tempdir().unwrap();
+        write(
+            dir.path(),
+            &contents(),
+            manifest(env!("CARGO_PKG_VERSION")),
+            1,
+            None,
+        )
+        .unwrap();
+        let mut opened = open(dir.path(), None).unwrap();
+        for section in &mut opened.manifest.sections {
+            section.blake3 = None;
+        }
+        assert_eq!(
+            opened.native_hash().unwrap(),
+            blake3::hash(&contents().native)
+        );
     }
 
     #[test]

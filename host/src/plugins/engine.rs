@@ -5,7 +5,9 @@
 //! compiled code does not depend on the guest's pool settings. Instances are allocated on
 //! demand: a plugin is small next to the Python guest, and most requests call none.
 //! Compiled plugins are cached in the same folder as the compiled guest, by the component's
-//! hash and the engine's settings (`crate::sandbox::artifacts`).
+//! hash and the engine's settings (`crate::sandbox::artifacts`), and checked before every
+//! mapping (`crate::sandbox::checked_code`). A build's plugins are not files: their native code
+//! comes from the verified build cache, in memory ([`load_native`]).
 
 use std::{
     hash::{DefaultHasher, Hash, Hasher},
@@ -14,10 +16,7 @@ use std::{
 
 use wasmtime::{Config, Engine, OptLevel, component::Component};
 
-use crate::sandbox::{
-    artifacts::{self, cache_dir},
-    engine::EPOCH_TICK,
-};
+use crate::sandbox::{artifacts::cache_dir, checked_code, engine::EPOCH_TICK};
 
 /// The process's plugin engine, made (and its epoch ticker started) on first use.
 pub fn shared() -> &'static Engine {
@@ -59,46 +58,28 @@ pub fn load_native(native: &[u8], wasm: &[u8]) -> Result<Component, String> {
     }
 }
 
-/// Compile `wasm`, or load its compiled form from the on-disk cache.
+/// Compile `wasm`, or map its compiled form from the on-disk cache
+/// (`plugin-<component hash>-<engine settings>-<checksum>.cwasm`), checked by
+/// `crate::sandbox::checked_code::load_named` on every load: a file that this user's filerouter
+/// did not write as it is is refused, removed and compiled again.
 pub fn compile_cached(wasm: &[u8]) -> Result<Component, String> {
     let engine = shared();
     let mut hasher = DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut hasher);
-    let name = format!(
-        "plugin-{}-{:016x}.cwasm",
+    let stem = format!(
+        "plugin-{}-{:016x}",
         &blake3::hash(wasm).to_hex()[..32],
         hasher.finish()
     );
-    let path = cache_dir().join(name);
-    if path.exists() {
-        // SAFETY: written below by `precompile_component` of this engine configuration (the
-        // name carries the component's hash and the engine's compatibility hash); wasmtime
-        // checks the header and refuses an incompatible file.
-        match unsafe { Component::deserialize_file(engine, &path) } {
-            Ok(component) => {
-                artifacts::mark_used(&path);
-                return Ok(component);
-            }
-            Err(e) => tracing::warn!("ignoring unusable compiled plugin {}: {e}", path.display()),
-        }
-    }
-    let compiled = engine
-        .precompile_component(wasm)
-        .map_err(|e| format!("{e:#}"))?;
-    match artifacts::store_atomically(&path, &compiled) {
-        // Earlier versions of plugins, unused for a while, go.
-        Ok(()) => {
-            if let Some(dir) = path.parent() {
-                artifacts::prune_unused(dir, "plugin-", &path, artifacts::UNUSED_AGE);
-            }
-        }
-        Err(e) => tracing::debug!(
-            "could not cache the compiled plugin in {}: {e}",
-            path.display()
-        ),
-    }
-    // SAFETY: `compiled` was produced just above by this engine.
-    unsafe { Component::deserialize(engine, &compiled) }.map_err(|e| format!("{e:#}"))
+    let compile = || {
+        engine
+            .precompile_component(wasm)
+            .map_err(|e| format!("{e:#}"))
+    };
+    // Earlier versions of plugins, unused for a while, go when a new one is written.
+    checked_code::load_named(engine, &cache_dir(), &stem, "plugin-", compile)
+        .map(|(component, _)| component)
+        .map_err(|e| e.to_string())
 }
 
 fn start_epoch_ticker(engine: &Engine) {

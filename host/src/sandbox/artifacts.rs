@@ -11,12 +11,13 @@
 //! mapping keeps its pages (unlinking only removes the name), and the next load writes the file
 //! again from its source (the build cache, the guest inside the binary, the plugin).
 //!
-//! Not here: compiled functions (`compiled_functions`, bounded by size), or what the files
-//! contain (`engine`).
+//! Not here: compiled functions (`compiled_functions`, bounded by size), what the files
+//! contain (`engine`), or how a file is checked before it is mapped (`checked_code`).
 
 use std::{
     fs,
     io::Write,
+    os::unix::fs::OpenOptionsExt,
     path::{Path, PathBuf},
     sync::atomic::{AtomicU64, Ordering},
     time::{Duration, SystemTime},
@@ -36,7 +37,8 @@ pub fn cache_dir() -> PathBuf {
 }
 
 /// Write `bytes` to `path` whole or not at all: a temporary file in the same folder, synced,
-/// renamed over `path`. Readers never see half a file.
+/// renamed over `path`. Readers never see half a file. The file is never writable by group or
+/// others.
 pub fn store_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     write_then_rename(path, bytes, true)
 }
@@ -53,7 +55,16 @@ fn write_then_rename(path: &Path, bytes: &[u8], sync: bool) -> std::io::Result<(
     fs::create_dir_all(dir)?;
     let n = WRITES.fetch_add(1, Ordering::Relaxed);
     let tmp = dir.join(format!(".tmp-{}-{n}", std::process::id()));
-    let written = fs::File::create(&tmp).and_then(|mut file| {
+    // A stale temporary of a dead process with this id goes first; the file is made anew with
+    // no write permission for group or others whatever the umask (`checked_code` refuses to map
+    // a file others may change), and no more read permission than the umask allows.
+    let _ = fs::remove_file(&tmp);
+    let created = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .open(&tmp);
+    let written = created.and_then(|mut file| {
         file.write_all(bytes)?;
         if sync { file.sync_all() } else { Ok(()) }
     });
@@ -148,6 +159,9 @@ mod tests {
         store_atomically(&path, b"one").unwrap();
         store_atomically(&path, b"two").unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"two");
+        let mode =
+            std::os::unix::fs::PermissionsExt::mode(&fs::metadata(&path).unwrap().permissions());
+        assert_eq!(mode & 0o022, 0, "writable by others: {mode:o}");
         let names: Vec<_> = fs::read_dir(path.parent().unwrap())
             .unwrap()
             .map(|e| e.unwrap().file_name())

@@ -10,9 +10,12 @@
 //! only what changed.
 //!
 //! An entry is one file, named by a BLAKE3 hash of the key, holding the value followed by a
-//! BLAKE3 hash of key and value: an entry that does not match (a torn write, a disk error) is
-//! a miss and is compiled again, never used. Writes go to a temporary file renamed into place,
-//! so concurrent builds never see half an entry.
+//! keyed BLAKE3 hash (a MAC) of key and value under this user's secret
+//! (`checked_code::CodeKey`, kept outside the cache folder): an entry that does not match (a
+//! torn write, a disk error, an entry written or changed by anyone without the secret) is a
+//! miss and is compiled again, never used, so that no one who may write the cache folder can
+//! slip machine code into the next build's native code. Writes go to a temporary file renamed
+//! into place, so concurrent builds never see half an entry.
 //!
 //! Each build adds a few hundred entries of its own (about 3 MB; the built-in guest's are
 //! about 70 MB), so the store is bounded: [`CompiledFunctions::prune`], after a compilation,
@@ -27,12 +30,21 @@ use std::{borrow::Cow, fs, path::PathBuf};
 
 use wasmtime::CacheStore;
 
-use super::artifacts;
+use super::{artifacts, checked_code::CodeKey};
 
 /// The on-disk store of compiled functions in one folder.
-#[derive(Debug)]
 pub struct CompiledFunctions {
     dir: PathBuf,
+    /// The key of the entries' checksums.
+    key: [u8; blake3::KEY_LEN],
+}
+
+impl std::fmt::Debug for CompiledFunctions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledFunctions")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
 }
 
 const HASH_LEN: usize = blake3::OUT_LEN;
@@ -41,9 +53,18 @@ const HASH_LEN: usize = blake3::OUT_LEN;
 pub const LIMIT_BYTES: u64 = 256 << 20;
 
 impl CompiledFunctions {
-    /// The store in `dir` (created on the first insert).
+    /// The store in `dir` (created on the first insert), its entries checked with this user's
+    /// key.
     pub fn new(dir: PathBuf) -> Self {
-        CompiledFunctions { dir }
+        Self::with_key(dir, CodeKey::get())
+    }
+
+    /// The store in `dir`, its entries checked with `key`.
+    pub fn with_key(dir: PathBuf, key: &CodeKey) -> Self {
+        CompiledFunctions {
+            dir,
+            key: key.derive("compiled functions"),
+        }
     }
 
     /// Remove the least recently used entries until the store holds at most `limit` bytes.
@@ -83,8 +104,8 @@ impl CompiledFunctions {
         self.dir.join(&name[..2]).join(&name[2..])
     }
 
-    fn checksum(key: &[u8], value: &[u8]) -> blake3::Hash {
-        let mut hasher = blake3::Hasher::new();
+    fn checksum(&self, key: &[u8], value: &[u8]) -> blake3::Hash {
+        let mut hasher = blake3::Hasher::new_keyed(&self.key);
         hasher.update(&(key.len() as u64).to_le_bytes());
         hasher.update(key);
         hasher.update(value);
@@ -98,7 +119,7 @@ impl CacheStore for CompiledFunctions {
         let mut bytes = fs::read(&path).ok()?;
         let value_len = bytes.len().checked_sub(HASH_LEN)?;
         let stored = blake3::Hash::from_bytes(bytes[value_len..].try_into().ok()?);
-        if Self::checksum(key, &bytes[..value_len]) != stored {
+        if self.checksum(key, &bytes[..value_len]) != stored {
             return None;
         }
         bytes.truncate(value_len);
@@ -108,7 +129,7 @@ impl CacheStore for CompiledFunctions {
     }
 
     fn insert(&self, key: &[u8], mut value: Vec<u8>) -> bool {
-        let checksum = Self::checksum(key, &value);
+        let checksum = self.checksum(key, &value);
         value.extend_from_slice(checksum.as_bytes());
         artifacts::store_atomically_unsynced(&self.path(key), &value).is_ok()
     }
@@ -121,7 +142,8 @@ mod tests {
     #[test]
     fn an_entry_comes_back_and_a_damaged_one_is_a_miss() {
         let dir = tempfile::tempdir().unwrap();
-        let store = CompiledFunctions::new(dir.path().to_path_buf());
+        let store =
+            CompiledFunctions::with_key(dir.path().to_path_buf(), &CodeKey::from_bytes([1; 32]));
         assert!(store.get(b"key").is_none());
         assert!(store.insert(b"key", b"machine code".to_vec()));
         assert_eq!(store.get(b"key").as_deref(), Some(&b"machine code"[..]));
@@ -136,6 +158,20 @@ mod tests {
         fs::write(&path, &bytes[..5]).unwrap();
         assert!(store.get(b"key").is_none());
 
+        // An entry whose checksum someone without the key made is a miss too.
+        let mut forged = b"other code".to_vec();
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(&3u64.to_le_bytes());
+        hasher.update(b"key");
+        hasher.update(&forged);
+        forged.extend_from_slice(hasher.finalize().as_bytes());
+        fs::write(&path, &forged).unwrap();
+        assert!(store.get(b"key").is_none());
+        let other_key =
+            CompiledFunctions::with_key(dir.path().to_path_buf(), &CodeKey::from_bytes([2; 32]));
+        assert!(store.insert(b"key", b"machine code".to_vec()));
+        assert!(other_key.get(b"key").is_none());
+
         // Inserting again repairs it.
         assert!(store.insert(b"key", b"machine code".to_vec()));
         assert_eq!(store.get(b"key").as_deref(), Some(&b"machine code"[..]));
@@ -144,7 +180,8 @@ mod tests {
     #[test]
     fn pruning_removes_the_least_recently_used_entries_first() {
         let dir = tempfile::tempdir().unwrap();
-        let store = CompiledFunctions::new(dir.path().to_path_buf());
+        let store =
+            CompiledFunctions::with_key(dir.path().to_path_buf(), &CodeKey::from_bytes([1; 32]));
         let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
         for key in [&b"a"[..], b"b", b"c"] {
             assert!(store.insert(key, vec![0; 1000]));

@@ -3,13 +3,15 @@
 //!
 //! Compiling the guest with Cranelift takes seconds, so the compiled form is cached in
 //! `$FILEROUTER_CACHE_DIR` (default: the user's cache folder, `~/.cache/filerouter`) under a
-//! name derived from the guest's hash and the engine's settings. Later starts load it with
-//! `Component::deserialize_file` (an mmap, a few milliseconds).
+//! name derived from the guest's hash and the engine's settings. Later starts map it
+//! (`Component::deserialize_file`, a few milliseconds), once `checked_code` has checked that
+//! its bytes are the ones this user's filerouter wrote; a build's native code likewise, against
+//! the hash its verified build cache records.
 
 use std::{
     collections::hash_map::DefaultHasher,
     hash::{Hash, Hasher},
-    path::{Path, PathBuf},
+    path::Path,
     sync::Arc,
     time::Duration,
 };
@@ -21,6 +23,7 @@ use wasmtime::{
 
 use super::{
     artifacts::{self, cache_dir},
+    checked_code::{self, Refusal},
     compiled_functions::{self, CompiledFunctions},
     guest,
 };
@@ -108,17 +111,23 @@ impl SandboxEngine {
         self.baked_or_recompiled(loaded, wasm)
     }
 
-    /// [`SandboxEngine::baked_guest`] with the native code in a file, which is mapped rather
-    /// than read: its pages are shared and can be dropped by the kernel, not anonymous memory.
-    /// The file must not change while the guest lives (write a new file and rename it over).
-    pub fn baked_guest_file(
+    /// [`SandboxEngine::baked_guest`] with the native code of a build in a file,
+    /// `$FILEROUTER_CACHE_DIR/native/<id>.cwasm`, which is mapped rather than read: its pages
+    /// are shared and can be dropped by the kernel, not anonymous memory. `id` names the build's
+    /// native code (identical builds share one file); `expected` is the BLAKE3 hash of its bytes
+    /// that the verified build cache records. On every load the file is checked against
+    /// `expected` before it is mapped (`checked_code`); a missing file is written from
+    /// `native()`, and a substituted or damaged one is refused (logged), removed and written
+    /// again. `native()` must give bytes hashing to `expected`, or the load fails.
+    pub fn baked_guest_cached(
         &self,
-        native: &Path,
+        id: &str,
+        expected: &blake3::Hash,
+        native: impl FnOnce() -> Result<Vec<u8>, String>,
         wasm: impl FnOnce() -> Result<Vec<u8>, String>,
     ) -> Result<(Guest, bool), EngineError> {
-        // SAFETY: as in `baked_guest`; `native` was written by `native_file` from a verified
-        // cache and is only ever replaced by renaming, never changed in place.
-        let loaded = unsafe { Component::deserialize_file(&self.inner.engine, native) };
+        let dir = cache_dir().join("native");
+        let loaded = native_component(&self.inner.engine, &dir, id, expected, native)?;
         self.baked_or_recompiled(loaded, wasm)
     }
 
@@ -208,24 +217,50 @@ impl Guest {
     }
 }
 
-/// The native code of a build, as a file that [`SandboxEngine::baked_guest_file`] maps: written
-/// once (by `bytes()`) under `$FILEROUTER_CACHE_DIR/native/`, named by `id`, a hash of the
-/// verified cache section it comes from, so identical builds share one file (and its pages).
-pub fn native_file(
+/// A build's native code from `dir/<id>.cwasm`, checked against `expected` and mapped; see
+/// [`SandboxEngine::baked_guest_cached`]. The outer error is a load that cannot go on; the
+/// inner one is wasmtime's refusal of code that does not fit this machine (then the component
+/// is compiled here instead).
+fn native_component(
+    engine: &Engine,
+    dir: &Path,
     id: &str,
-    bytes: impl FnOnce() -> Result<Vec<u8>, String>,
-) -> Result<PathBuf, EngineError> {
-    let dir = cache_dir().join("native");
+    expected: &blake3::Hash,
+    native: impl FnOnce() -> Result<Vec<u8>, String>,
+) -> Result<wasmtime::Result<Component>, EngineError> {
     let path = dir.join(format!("{id}.cwasm"));
-    if path.is_file() {
-        artifacts::mark_used(&path);
-        return Ok(path);
+    match checked_code::open(&path).and_then(|code| code.expect(expected)) {
+        Ok(code) => {
+            artifacts::mark_used(&path);
+            return Ok(code.component(engine));
+        }
+        Err(Refusal::Missing) => {}
+        Err(refusal) => checked_code::discard(&path, &refusal),
     }
-    let bytes = bytes().map_err(EngineError::Compile)?;
-    artifacts::store_atomically(&path, &bytes)
-        .map_err(|e| EngineError::Native(format!("write {}: {e}", path.display())))?;
-    artifacts::prune_unused(&dir, "", &path, artifacts::UNUSED_AGE);
-    Ok(path)
+    let bytes = native().map_err(EngineError::Compile)?;
+    if blake3::hash(&bytes) != *expected {
+        return Err(EngineError::Native(
+            "the build cache's native code does not hash to what its manifest records: run `filerouter build` again".into(),
+        ));
+    }
+    match artifacts::store_atomically(&path, &bytes) {
+        Ok(()) => {
+            artifacts::prune_unused(dir, "", &path, artifacts::UNUSED_AGE);
+        }
+        Err(e) => tracing::warn!("could not write {}: {e}", path.display()),
+    }
+    // The file just written is checked like any other: it is what will be mapped.
+    match checked_code::open(&path).and_then(|code| code.expect(expected)) {
+        Ok(code) => Ok(code.component(engine)),
+        Err(refusal) => {
+            tracing::warn!(
+                "{}: {refusal}; using the build cache's native code from memory instead",
+                path.display()
+            );
+            // SAFETY: `bytes` come from the verified build cache and hash to what it records.
+            Ok(unsafe { Component::deserialize(engine, &bytes) })
+        }
+    }
 }
 
 fn new_engine(max_instances: u32) -> Result<Engine, EngineError> {
@@ -278,50 +313,29 @@ fn prune_compiled_functions() {
     }
 }
 
+/// The built-in guest compiled for `engine`: mapped from the cache folder if this user's
+/// filerouter compiled it there before (`guest-<guest hash>-<engine settings>-<checksum>.cwasm`,
+/// checked by `checked_code::load_named`), else compiled now and kept there.
 fn load_component(engine: &Engine) -> Result<Component, EngineError> {
     let mut hasher = DefaultHasher::new();
     guest::SHA256.hash(&mut hasher);
     engine.precompile_compatibility_hash().hash(&mut hasher);
-    let dir = cache_dir();
-    let path = dir.join(format!(
-        "guest-{}-{:016x}.cwasm",
-        &guest::SHA256[..16],
-        hasher.finish()
-    ));
-    if path.exists() {
-        // SAFETY: the file was written by `Engine::precompile_component` of this same
-        // filerouter build (its name carries the guest hash and engine settings); wasmtime
-        // checks the header and refuses an incompatible artifact.
-        match unsafe { Component::deserialize_file(engine, &path) } {
-            Ok(component) => {
-                artifacts::mark_used(&path);
-                return Ok(component);
-            }
-            Err(e) => tracing::warn!("ignoring unusable compiled guest {}: {e}", path.display()),
-        }
-    }
-    eprintln!(
-        "filerouter: compiling the sandbox guest for this machine (first start only, a few seconds)..."
-    );
-    let wasm =
-        zstd::decode_all(guest::COMPRESSED).map_err(|e| EngineError::Compile(e.to_string()))?;
-    let compiled = engine
-        .precompile_component(&wasm)
-        .map_err(|e| EngineError::Compile(format!("{e:#}")))?;
-    prune_compiled_functions();
-    match artifacts::store_atomically(&path, &compiled) {
-        // Other filerouter builds' guests, unused for a while, go.
-        Ok(()) => {
-            artifacts::prune_unused(&dir, "guest-", &path, artifacts::UNUSED_AGE);
-        }
-        Err(e) => tracing::warn!(
-            "could not cache the compiled guest in {}: {e}",
-            dir.display()
-        ),
-    }
-    // SAFETY: `compiled` was produced just above by this engine.
-    unsafe { Component::deserialize(engine, &compiled) }
-        .map_err(|e| EngineError::Compile(format!("{e:#}")))
+    let stem = format!("guest-{}-{:016x}", &guest::SHA256[..16], hasher.finish());
+    let compile = || {
+        eprintln!(
+            "filerouter: compiling the sandbox guest for this machine (first start only, a few seconds)..."
+        );
+        let wasm = guest::wasm()?;
+        let compiled = engine
+            .precompile_component(&wasm)
+            .map_err(|e| format!("{e:#}"));
+        prune_compiled_functions();
+        compiled
+    };
+    // Other filerouter builds' guests, unused for a while, go when a new one is written.
+    checked_code::load_named(engine, &cache_dir(), &stem, "guest-", compile)
+        .map(|(component, _)| component)
+        .map_err(|e| EngineError::Compile(e.to_string()))
 }
 
 /// Advance the engine's epoch every [`EPOCH_TICK`] until the engine is dropped.
@@ -351,5 +365,67 @@ mod tests {
             .baked_guest(b"not native code for this machine", guest::wasm)
             .unwrap();
         assert!(recompiled);
+    }
+
+    /// Two different components, compiled for `engine`: an empty one, and one holding an empty
+    /// core module.
+    fn two_compiled(engine: &Engine) -> (Vec<u8>, Vec<u8>) {
+        const HEADER: &[u8] = b"\0asm\x0d\0\x01\0";
+        let mut with_module = HEADER.to_vec();
+        with_module.extend_from_slice(b"\x01\x08\0asm\x01\0\0\0");
+        let a = engine.precompile_component(HEADER).unwrap();
+        let b = engine.precompile_component(&with_module).unwrap();
+        assert_ne!(a, b);
+        (a, b)
+    }
+
+    #[test]
+    fn native_code_under_another_builds_name_is_refused_and_written_again() {
+        let engine = new_engine(1).unwrap();
+        let (a, b) = two_compiled(&engine);
+        let dir = tempfile::tempdir().unwrap();
+        let expected = blake3::hash(&b);
+        let path = dir.path().join("b.cwasm");
+        let load = |native: Result<Vec<u8>, String>| {
+            native_component(&engine, dir.path(), "b", &expected, || native)
+                .unwrap()
+                .unwrap()
+        };
+        load(Ok(b.clone()));
+        assert_eq!(std::fs::read(&path).unwrap(), b);
+        // The right file is mapped without asking for the build cache's bytes.
+        load(Err("not needed".into()));
+
+        // Another build's code, the file cut short, garbage: each is refused, removed and
+        // written again from the build cache.
+        for bad in [&a[..], &b[..b.len() / 2], b"garbage"] {
+            artifacts::store_atomically(&path, bad).unwrap();
+            load(Ok(b.clone()));
+            assert_eq!(std::fs::read(&path).unwrap(), b);
+        }
+    }
+
+    #[test]
+    fn native_code_that_does_not_hash_as_the_cache_says_is_not_loaded() {
+        let engine = new_engine(1).unwrap();
+        let (a, b) = two_compiled(&engine);
+        let dir = tempfile::tempdir().unwrap();
+        let error = native_component(&engine, dir.path(), "b", &blake3::hash(&b), || Ok(a))
+            .err()
+            .unwrap();
+        assert!(matches!(error, EngineError::Native(_)), "{error}");
+        assert!(!dir.path().join("b.cwasm").exists());
+    }
+
+    #[test]
+    fn native_code_that_cannot_be_written_is_used_from_memory() {
+        let engine = new_engine(1).unwrap();
+        let (_, b) = two_compiled(&engine);
+        let dir = tempfile::tempdir().unwrap();
+        // A file where the folder should be: nothing can be written under it.
+        let blocked = dir.path().join("native");
+        std::fs::write(&blocked, b"").unwrap();
+        let loaded = native_component(&engine, &blocked, "b", &blake3::hash(&b), || Ok(b));
+        assert!(loaded.unwrap().is_ok());
     }
 }

@@ -17,6 +17,7 @@
 
 pub(crate) mod artifacts;
 mod bindings;
+pub(crate) mod checked_code;
 mod compiled_functions;
 pub mod engine;
 mod guest;

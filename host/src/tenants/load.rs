@@ -2,7 +2,7 @@
 //! `filerouter run --project` and for each tenant of `run --tenants`.
 //!
 //! Read and verify the cache (checksum, key), write its native code once to a file and map it
-//! (`Component::deserialize_file`), link the guest, and rebuild the route table from the cache's
+//! (`Component::deserialize_file`) once its bytes hash as the cache records, link the guest, and rebuild the route table from the cache's
 //! metadata. Blocking: call it from `spawn_blocking`. It reads no route source and runs no
 //! project code.
 
@@ -112,10 +112,14 @@ pub fn serve_from(
     data: Data,
     queue: Queue,
 ) -> Result<LoadedProject, LoadError> {
-    let native = engine::native_file(&opened.native_id(), || {
-        opened.native().map_err(|e| e.to_string())
-    })?;
-    let (guest, recompiled) = engine.baked_guest_file(&native, || opened.component())?;
+    // The native code's file is checked against the hash the verified cache records, on every
+    // load, before it is mapped.
+    let (guest, recompiled) = engine.baked_guest_cached(
+        &opened.native_id(),
+        &opened.native_hash()?,
+        || opened.native().map_err(|e| e.to_string()),
+        || opened.component(),
+    )?;
     let settings = opened.metadata.settings.clone();
     let sealed = crate::plugins::sealed::decode(&opened.plugins).map_err(LoadError::Plugins)?;
     let plugins = crate::plugins::Plugins::from_sealed(root, &settings.plugins, &sealed)

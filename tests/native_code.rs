@@ -1,0 +1,294 @@
+//! Native code in the shared cache folder is checked before it is mapped (issue 30, point 4):
+//! two projects built by the real `filerouter build` into one `FILEROUTER_CACHE_DIR`; the
+//! compiled file `run` maps for project A copied over B's name, cut short, or replaced by
+//! garbage. B (alone with `run`, and beside A with `run --tenants`) must serve its own answers,
+//! log the refusal, and leave B's file on disk as it was. Before the fix, `run` trusted the file
+//! by its name and served A's code and secret as B.
+
+mod support;
+
+use std::{
+    collections::BTreeSet,
+    path::{Path, PathBuf},
+    sync::OnceLock,
+    time::Duration,
+};
+
+use support::{Server, eventually, json, run_with_env};
+
+/// Project `NAME`'s only route: its name and a secret of its own, baked into its snapshot.
+const INDEX: &str = r#"
+SECRET = "NAME-secret"
+
+def GET(request):
+    return {"project": "NAME", "secret": SECRET}
+"#;
+
+/// The folder both projects were built in: `a/` and `b/` (each with its `.cache/`) and
+/// `cache/`, the `FILEROUTER_CACHE_DIR` both builds used. Built once; each test copies it.
+fn built() -> &'static Path {
+    static BUILT: OnceLock<tempfile::TempDir> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let dir = tempfile::tempdir().unwrap();
+            let cache = dir.path().join("cache");
+            for name in ["a", "b"] {
+                let project = dir.path().join(name);
+                std::fs::create_dir_all(project.join("routes")).unwrap();
+                std::fs::write(
+                    project.join("routes/index.py"),
+                    INDEX.replace("NAME", &name.to_uppercase()),
+                )
+                .unwrap();
+                // One after the other: the first compiles the guest into the shared folder.
+                let (code, stdout, stderr) = run_with_env(
+                    &["build", "--project", "."],
+                    &project,
+                    &[("FILEROUTER_CACHE_DIR", cache.to_str().unwrap())],
+                );
+                assert_eq!(code, 0, "build of {name}:\n{stdout}\n{stderr}");
+            }
+            dir
+        })
+        .path()
+}
+
+/// A test's own copy of the built projects and of their shared cache folder.
+struct Site {
+    dir: tempfile::TempDir,
+}
+
+impl Site {
+    fn new() -> Site {
+        let dir = tempfile::tempdir().unwrap();
+        copy_tree(built(), dir.path());
+        Site { dir }
+    }
+
+    fn project(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn cache(&self) -> PathBuf {
+        self.dir.path().join("cache")
+    }
+
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![("FILEROUTER_CACHE_DIR", self.cache().display().to_string())]
+    }
+
+    /// `filerouter run` of project `name`, with the shared cache folder.
+    fn run(&self, name: &str) -> Server {
+        let project = self.project(name);
+        let env = self.env();
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        Server::start(
+            &["run", "--project", project.to_str().unwrap()],
+            &env,
+            Duration::from_secs(120),
+        )
+    }
+
+    /// `filerouter run --tenants` of both projects (`a.test`, `b.test`), at most one loaded at
+    /// a time, so that every request to the other tenant loads it again.
+    fn run_tenants(&self) -> Server {
+        let config = self.dir.path().join("tenants.toml");
+        std::fs::write(
+            &config,
+            support::dedent(
+                r#"
+                [server]
+                max_loaded = 1
+
+                [tenant.a]
+                hosts = ["a.test"]
+                project = "a"
+
+                [tenant.b]
+                hosts = ["b.test"]
+                project = "b"
+                "#,
+            ),
+        )
+        .unwrap();
+        let env = self.env();
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        Server::start(
+            &["run", "--tenants", config.to_str().unwrap()],
+            &env,
+            Duration::from_secs(120),
+        )
+    }
+
+    /// The compiled files in the shared cache folder's `native/`.
+    fn native_files(&self) -> BTreeSet<PathBuf> {
+        std::fs::read_dir(self.cache().join("native"))
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// Replace `path` by `bytes` the way a copy onto a name in another shell does (`cp x.tmp`,
+/// `mv x.tmp path`): a new file renamed over it, so a process that maps the old one keeps it.
+fn replace(path: &Path, bytes: &[u8]) {
+    let tmp = path.with_extension("substitute");
+    std::fs::write(&tmp, bytes).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// What project `name` answers on `/`.
+fn expected(name: &str) -> serde_json::Value {
+    serde_json::json!({"project": name, "secret": format!("{name}-secret")})
+}
+
+/// The answer of `/` from `server`, as host `host` (none: the server's own).
+fn answer(server: &Server, host: Option<&str>) -> serde_json::Value {
+    let mut request = server.request("GET", "/");
+    if let Some(host) = host {
+        request = request.header("host", host);
+    }
+    let response = request.send().expect("GET /");
+    assert_eq!(response.status(), 200, "{}", server.log());
+    json(response)
+}
+
+/// How many times `server` logged that it refused the compiled file at `path` for a reason
+/// containing `why`.
+fn refusals(server: &Server, path: &Path, why: &str) -> usize {
+    let name = format!("refusing compiled code {}", path.display());
+    server
+        .log()
+        .lines()
+        .filter(|line| line.contains(&name) && line.contains(why))
+        .count()
+}
+
+/// The file `run` writes for each project: run A, then B, each once, noting the new file.
+fn native_files_of_a_and_b(site: &Site) -> (PathBuf, PathBuf) {
+    let mut named = Vec::new();
+    for name in ["a", "b"] {
+        let before = site.native_files();
+        let server = site.run(name);
+        assert_eq!(answer(&server, None), expected(&name.to_uppercase()));
+        drop(server);
+        let new: Vec<PathBuf> = site.native_files().difference(&before).cloned().collect();
+        assert_eq!(new.len(), 1, "{name} wrote {new:?}");
+        named.push(new[0].clone());
+    }
+    (named[0].clone(), named[1].clone())
+}
+
+#[test]
+fn run_refuses_other_native_code_under_its_name_and_serves_its_own() {
+    let site = Site::new();
+    let (a_file, b_file) = native_files_of_a_and_b(&site);
+    let a_bytes = std::fs::read(&a_file).unwrap();
+    let b_bytes = std::fs::read(&b_file).unwrap();
+    assert_ne!(a_bytes, b_bytes);
+
+    // A's native code copied over B's name, then B's cut short, then garbage: every time B
+    // serves its own answer and secret, says which file it refused and why, and B's file is
+    // B's again afterwards.
+    let substitutes: [(&str, &[u8]); 3] = [
+        ("A's native code", &a_bytes),
+        ("B's cut short", &b_bytes[..b_bytes.len() / 2]),
+        ("garbage", b"garbage, not native code"),
+    ];
+    for (what, bytes) in substitutes {
+        std::fs::write(&b_file, bytes).unwrap();
+        let server = site.run("b");
+        assert_eq!(
+            answer(&server, None),
+            expected("B"),
+            "with {what} under B's name"
+        );
+        assert_eq!(
+            refusals(&server, &b_file, "substituted or damaged"),
+            1,
+            "with {what}:\n{}",
+            server.log()
+        );
+        assert!(
+            std::fs::read(&b_file).unwrap() == b_bytes,
+            "with {what}: B's file was not written again"
+        );
+    }
+
+    // A is untouched by all this, and B's good file is mapped without a word.
+    let server = site.run("a");
+    assert_eq!(answer(&server, None), expected("A"));
+    let server = site.run("b");
+    assert_eq!(answer(&server, None), expected("B"));
+    assert!(!server.log().contains("refusing"), "{}", server.log());
+}
+
+#[test]
+fn tenants_refuse_another_tenants_native_code_on_every_load() {
+    let site = Site::new();
+    let (a_file, b_file) = native_files_of_a_and_b(&site);
+    let a_bytes = std::fs::read(&a_file).unwrap();
+    let b_bytes = std::fs::read(&b_file).unwrap();
+
+    // A's file copied over B's while no server runs: both tenants serve their own.
+    std::fs::copy(&a_file, &b_file).unwrap();
+    let server = site.run_tenants();
+    assert_eq!(answer(&server, Some("b.test")), expected("B"));
+    assert_eq!(answer(&server, Some("a.test")), expected("A"));
+    assert_eq!(
+        refusals(&server, &b_file, "substituted or damaged"),
+        1,
+        "{}",
+        server.log()
+    );
+    assert!(std::fs::read(&b_file).unwrap() == b_bytes);
+
+    // While the server runs: B is unloaded (A was loaded last, at most one at a time), its
+    // file is replaced, and B's next request loads it again, checked again.
+    let substitutes: [(&str, &[u8]); 3] = [
+        ("A's native code", &a_bytes),
+        ("B's cut short", &b_bytes[..b_bytes.len() / 2]),
+        ("garbage", b"garbage, not native code"),
+    ];
+    for (n, (what, bytes)) in substitutes.into_iter().enumerate() {
+        replace(&b_file, bytes);
+        assert_eq!(
+            answer(&server, Some("b.test")),
+            expected("B"),
+            "with {what} under B's name"
+        );
+        assert!(
+            eventually(Duration::from_secs(5), || refusals(
+                &server,
+                &b_file,
+                "substituted or damaged"
+            ) == n + 2),
+            "with {what}:\n{}",
+            server.log()
+        );
+        assert!(
+            std::fs::read(&b_file).unwrap() == b_bytes,
+            "with {what}: B's file was not written again"
+        );
+        assert_eq!(answer(&server, Some("a.test")), expected("A"));
+    }
+    assert_eq!(std::fs::read(&a_file).unwrap(), a_bytes);
+}
