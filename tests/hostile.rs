@@ -369,6 +369,212 @@ fn buffered_request_bodies_are_bounded_across_requests() {
     assert_eq!(after.status(), 200);
 }
 
+/// The resident memory of process `pid`, in MiB (`VmRSS` of `/proc/PID/status`).
+fn rss_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kib / 1024
+}
+
+/// A connection that sends `GET path` and then reads nothing: what it is sent fills the
+/// kernel's buffers (a few MiB), and the server's writes stop there.
+fn never_reading(address: &str, path: &str) -> TcpStream {
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .unwrap();
+    stream
+}
+
+/// Read `stream` to its end: the bytes read, and whether the server closed it (end of stream
+/// or reset) before `limit` passed.
+fn drain(mut stream: TcpStream, limit: Duration) -> (usize, bool) {
+    stream
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let deadline = Instant::now() + limit;
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut total = 0;
+    while Instant::now() < deadline {
+        match stream.read(&mut buf) {
+            Ok(0) => return (total, true),
+            Ok(n) => total += n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return (total, true),
+        }
+    }
+    (total, false)
+}
+
+// Issue 30, point 1: clients that ask for large responses and never read them. Before, the
+// host kept every whole response (RSS + N x 64 MiB, and more with every such client); now
+// what it holds is bounded by `max_buffered_response_bytes` (a response that does not fit is a
+// 503), other requests keep being answered, and `write_timeout_s` closes the connections and
+// gives the memory back. Static files stream and are cut off the same way.
+#[test]
+fn slow_readers_of_large_responses_are_bounded_and_cut_off() {
+    const N: usize = 16;
+    const STATIC: usize = 8;
+    let project = Project::new(&[
+        (
+            "routes/big/route.py",
+            "from filerouter import PlainTextResponse\ndef GET(request):\n    return PlainTextResponse('B' * (64 << 20))\n",
+        ),
+        (
+            "routes/small/route.py",
+            "def GET(request):\n    return {'ok': True}\n",
+        ),
+        (
+            "config.py",
+            "server = {'max_buffered_response_bytes': 160 << 20, 'write_timeout_s': 5, 'header_timeout_s': 3, 'workers': 2}\n",
+        ),
+    ]);
+    std::fs::create_dir_all(project.path().join("public")).unwrap();
+    let file = std::fs::File::create(project.path().join("public/big.bin")).unwrap();
+    file.set_len(64 << 20).unwrap(); // sparse: no disk, no page cache to speak of
+    drop(file);
+    let server = Server::dev(&project);
+    let address = server.base.trim_start_matches("http://").to_string();
+
+    // A client that reads gets every byte, of a route and of a static file; two at once, so
+    // that both sandbox slots have run the route before the baseline is taken.
+    let readers: Vec<_> = ["/big", "/big", "/big.bin"]
+        .into_iter()
+        .map(|path| {
+            let url = server.url(path);
+            std::thread::spawn(move || {
+                let body = client(120).get(url).send().unwrap();
+                assert_eq!(body.status(), 200, "{path}");
+                let bytes = body.bytes().unwrap();
+                assert_eq!(bytes.len(), 64 << 20, "{path}");
+                let expected = if path == "/big" { b'B' } else { 0 };
+                assert!(bytes.iter().all(|b| *b == expected), "{path}");
+            })
+        })
+        .collect();
+    for reader in readers {
+        reader.join().unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let baseline = rss_mib(server.pid());
+
+    let big: Vec<TcpStream> = (0..N).map(|_| never_reading(&address, "/big")).collect();
+    let files: Vec<TcpStream> = (0..STATIC)
+        .map(|_| never_reading(&address, "/big.bin"))
+        .collect();
+    let answered = || {
+        let log = server.log();
+        log.matches("GET /big 200").count() + log.matches("GET /big 503").count()
+    };
+    assert!(
+        eventually(Duration::from_secs(120), || answered() >= N + 2),
+        "{}",
+        server.log()
+    );
+    // While they hold what they may, the server's memory stays within the bound, and other
+    // requests are answered at once.
+    let mut peak = 0;
+    for _ in 0..10 {
+        let started = Instant::now();
+        let response = client(30).get(server.url("/small")).send().unwrap();
+        assert_eq!(response.status(), 200);
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        peak = peak.max(rss_mib(server.pid()));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("RSS: {baseline} MiB before, {peak} MiB at most while {N} slow readers wait");
+    // Without the bound this grows by N x 64 MiB (1 GiB); with it, by at most the 160 MiB
+    // budget and the static files' small buffers (and generous slack).
+    assert!(
+        peak < baseline + 384,
+        "RSS went from {baseline} MiB to {peak} MiB with {N} slow readers of 64 MiB"
+    );
+
+    // Of the N, those that fit were answered 200, the others 503 at once. (160 MiB hold two
+    // 64 MiB bodies at once; on a slow machine the first two may already have been cut off
+    // by the write timeout while the last handlers ran, making room for more.)
+    let log = server.log();
+    let held = log.matches("GET /big 200").count() - 2; // two were the reading clients'
+    let refused = log.matches("GET /big 503").count();
+    assert_eq!(held + refused, N, "{log}");
+    assert!(
+        held >= 1 && refused >= N / 2,
+        "{held} held, {refused} refused:\n{log}"
+    );
+
+    // After the write timeout (5 s without progress; reading any sooner would be progress)
+    // every one of them is closed, short of its body.
+    std::thread::sleep(Duration::from_secs(7));
+    for (i, stream) in big.into_iter().chain(files).enumerate() {
+        let (read, closed) = drain(stream, Duration::from_secs(30));
+        assert!(
+            closed,
+            "never-reading connection {i} (of {N} to /big, then {STATIC} to /big.bin) is still open after reading {read} bytes"
+        );
+        assert!(
+            read < 64 << 20,
+            "{read} bytes reached a client that never read"
+        );
+    }
+    // And the memory is given back.
+    let settled = eventually(Duration::from_secs(20), || {
+        rss_mib(server.pid()) < baseline + 96
+    });
+    let after = rss_mib(server.pid());
+    eprintln!("RSS: {after} MiB after they were cut off");
+    assert!(
+        settled,
+        "RSS {after} MiB after the slow readers were cut off (baseline {baseline} MiB)"
+    );
+    assert_eq!(server.get("/small").status(), 200);
+}
+
+// Issue 30, point 1: a response larger than the whole response budget can never be sent: the
+// route's failure, 500 naming the setting; one that fits is sent whole.
+#[test]
+fn a_response_larger_than_the_response_budget_is_a_500_naming_it() {
+    let project = Project::new(&[
+        (
+            "routes/sized/[kib]/route.py",
+            "from filerouter import Response\ndef GET(request, kib: int):\n    return Response(b'x' * (kib * 1024))\n",
+        ),
+        (
+            "config.py",
+            "server = {'max_buffered_response_bytes': 1024 * 1024}\n",
+        ),
+    ]);
+    let server = Server::dev(&project);
+    let fits = server.get("/sized/1024");
+    assert_eq!(fits.status(), 200);
+    assert_eq!(fits.bytes().unwrap().len(), 1 << 20);
+    let refused = server.get("/sized/1025");
+    assert_eq!(refused.status(), 500);
+    let error = error_of(refused);
+    assert_eq!(error["type"], "ResponseTooLarge", "{error}");
+    assert!(
+        error.to_string().contains("max_buffered_response_bytes"),
+        "{error}"
+    );
+    assert!(
+        server.log().contains("max_buffered_response_bytes"),
+        "{}",
+        server.log()
+    );
+    assert_eq!(server.get("/sized/1").status(), 200);
+}
+
 fn build(project: &Path, args: &[&str], env: &[(&str, &str)]) {
     let mut all = vec!["build", "--compression", "1"];
     all.extend_from_slice(args);

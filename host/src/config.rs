@@ -59,6 +59,12 @@ pub struct ServerSettings {
     pub body_timeout_s: Option<f64>,
     /// Request bodies held in memory at once, across all requests.
     pub max_buffered_body_bytes: Option<u64>,
+    /// Response bodies held in memory at once, across all connections, until written
+    /// (`crate::response_body`).
+    pub max_buffered_response_bytes: Option<u64>,
+    /// Seconds a response write may make no progress before the connection is closed
+    /// (`crate::write_timeout`).
+    pub write_timeout_s: Option<f64>,
     /// Requests that may wait for a turn in the scheduler (503 beyond).
     pub queue: Option<u32>,
 }

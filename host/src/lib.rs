@@ -6,7 +6,8 @@
 //! (redirect, route lookup, method,
 //! docs, [`public`] static files, 404) → [`sandbox`] (a fresh guest instance runs
 //! `middleware.py` around the handler, after [`request_body`] read the body within its
-//! bounds) → back through [`router`]. [`regular_file`] reads every file a project holds
+//! bounds) → back through [`router`], whose answer [`response_body`] bounds in memory and
+//! [`write_timeout`] in time. [`regular_file`] reads every file a project holds
 //! without trusting its kind or size. [`routes`] turns the
 //! `routes/` folder into a route table; [`project`] asks the guest what each route file
 //! defines; [`catalog`] describes the API for [`docs`]; [`data`] is the state that outlives a
@@ -37,6 +38,7 @@ pub mod public;
 pub mod regular_file;
 pub mod reload;
 pub mod request_body;
+pub mod response_body;
 pub mod router;
 pub mod routes;
 pub mod sandbox;
@@ -44,3 +46,4 @@ pub mod scheduler;
 pub mod server;
 pub mod site;
 pub mod tenants;
+pub mod write_timeout;

@@ -4,7 +4,9 @@
 //! within the body timeout (408), so a client trickling bytes cannot hold a connection and its
 //! buffer forever. Across requests, a [`BodyBudget`] bounds the bytes of all bodies held in
 //! memory at once, including those of requests waiting for a sandbox slot; a body that does not
-//! fit is answered 503 at once, never queued. This module does not route and runs no guest.
+//! fit is answered 503 at once, never queued. The same [`BodyBudget`] carries the bound on
+//! response bodies ([`ResponseBudget`], `crate::response_body`) to the router. This module does
+//! not route and runs no guest.
 
 use std::{sync::Arc, time::Duration};
 
@@ -16,13 +18,20 @@ use hyper::{
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::router::{Body, json};
+use crate::{
+    response_body::ResponseBudget,
+    router::{Body, json},
+};
 
-/// The bytes of request bodies the server holds at once, across all requests.
+/// The bytes of bodies the server holds at once: request bodies across all requests (here),
+/// and response bodies across all connections ([`BodyBudget::responses`]), each with its own
+/// bound.
 #[derive(Clone)]
 pub struct BodyBudget {
-    /// One permit per KiB.
+    /// One permit per KiB of request bodies.
     kib: Arc<Semaphore>,
+    /// Response bodies, until their last byte is written.
+    responses: ResponseBudget,
 }
 
 /// What one request holds of the budget; given back when dropped.
@@ -82,14 +91,26 @@ impl BodyError {
 }
 
 impl BodyBudget {
-    /// A budget of `bytes` (rounded up to whole KiB).
+    /// A budget of `bytes` of request bodies (rounded up to whole KiB), with the default
+    /// response budget.
     pub fn new(bytes: u64) -> BodyBudget {
         let kib = usize::try_from(bytes.div_ceil(1024))
             .unwrap_or(usize::MAX)
             .min(Semaphore::MAX_PERMITS);
         BodyBudget {
             kib: Arc::new(Semaphore::new(kib)),
+            responses: ResponseBudget::default(),
         }
+    }
+
+    /// The same request budget, with `responses` bounding response bodies.
+    pub fn with_responses(self, responses: ResponseBudget) -> BodyBudget {
+        BodyBudget { responses, ..self }
+    }
+
+    /// The bound on response bodies held in memory.
+    pub fn responses(&self) -> &ResponseBudget {
+        &self.responses
     }
 
     /// Let `held` hold `bytes` more, or `Busy` if the budget has no room for them.

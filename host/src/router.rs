@@ -8,9 +8,12 @@
 //! 405, static file, docs, 404) goes straight out without middleware, or, with middleware, is
 //! handed to the guest's `call_next` through the `upstream` service; its body stays here.
 //! The body is read whole within the bounds of [`request_body`] (413, 408, 503); sandbox
-//! limits become 504 and 500; a full scheduler queue gives 503 with `Retry-After`.
+//! limits become 504 and 500; a full scheduler queue gives 503 with `Retry-After`. The guest's
+//! response body is charged to the server's [`response_body`] budget until it is written: 503
+//! with `Retry-After` when it does not fit now, 500 naming the setting when it never could.
 //!
 //! [`request_body`]: crate::request_body
+//! [`response_body`]: crate::response_body
 
 use std::{
     net::SocketAddr,
@@ -32,6 +35,7 @@ use crate::{
     error_page::{self, Failure, RequestInfo},
     public,
     request_body::{self, BodyBudget},
+    response_body::{ResponseBudget, ResponseError},
     routes::table::Captured,
     sandbox::{
         HttpRequest, HttpResponse, PageTarget, ParamValue, PathParam, RouteTarget, SandboxError,
@@ -40,7 +44,8 @@ use crate::{
     scheduler::Limit,
 };
 
-/// The response body type of the server: whole bodies, or a static file streamed from disk.
+/// The response body type of the server: whole bodies, a guest's body charged to the response
+/// budget (`crate::response_body`), or a static file streamed from disk.
 pub type Body = BoxBody<Bytes, std::io::Error>;
 
 /// A body of `bytes`.
@@ -153,18 +158,33 @@ pub async fn respond(
             } else {
                 None
             };
-            from_guest(response, host_body).unwrap_or_else(|reason| {
-                let failure = Failure::simple(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "InvalidResponse",
-                    &reason,
-                    vec![
-                        "Header names are tokens like `X-Request-Id`; values are visible ASCII text"
-                            .into(),
-                    ],
-                );
-                fail(&failure, &info)
-            })
+            match from_guest(response, host_body, budget.responses()) {
+                Ok(response) => response,
+                Err(Invalid::Response(reason)) => {
+                    let failure = Failure::simple(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "InvalidResponse",
+                        &reason,
+                        vec![
+                            "Header names are tokens like `X-Request-Id`; values are visible ASCII text"
+                                .into(),
+                        ],
+                    );
+                    fail(&failure, &info)
+                }
+                Err(Invalid::Unheld(ResponseError::Busy)) => ResponseError::busy_response(),
+                Err(Invalid::Unheld(error @ ResponseError::TooLarge { max, .. })) => {
+                    let failure = Failure::simple(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "ResponseTooLarge",
+                        &format!("the handler returned more than the server may hold: {error}"),
+                        vec![format!(
+                            "Send large files from public/ (streamed from disk), or raise `server = {{\"max_buffered_response_bytes\": ...}}` in config.py (now {max})"
+                        )],
+                    );
+                    fail(&failure, &info)
+                }
+            }
         }
         Err(SandboxError::Busy(rejected)) => busy(rejected.retry_after),
         Err(error) => fail(&sandbox_failure(&loaded, error), &info),
@@ -383,24 +403,40 @@ fn sandbox_failure(loaded: &Loaded, error: SandboxError) -> Failure {
     }
 }
 
-/// The guest's response as an HTTP response; `host_body` is the host's own body when the
-/// guest passed the host's answer on.
-fn from_guest(response: HttpResponse, host_body: Option<Body>) -> Result<Response<Body>, String> {
+/// Why the guest's response cannot be sent as it is.
+enum Invalid {
+    /// Its status or a header is not valid HTTP.
+    Response(String),
+    /// Its body did not get room in the response budget.
+    Unheld(ResponseError),
+}
+
+/// The guest's response as an HTTP response, its body charged to `budget`; `host_body` is the
+/// host's own body when the guest passed the host's answer on.
+fn from_guest(
+    response: HttpResponse,
+    host_body: Option<Body>,
+    budget: &ResponseBudget,
+) -> Result<Response<Body>, Invalid> {
     let status = StatusCode::from_u16(response.status)
         .ok()
         .filter(|s| !s.is_informational())
         .ok_or_else(|| {
-            format!(
+            Invalid::Response(format!(
                 "the handler returned an invalid status code {}: a final answer is 200 to 599",
                 response.status
-            )
+            ))
         })?;
     let mut headers = HeaderMap::new();
     for (name, value) in response.headers {
-        let name = HeaderName::from_bytes(name.as_bytes())
-            .map_err(|_| format!("the handler set an invalid header name {name:?}"))?;
-        let value = HeaderValue::from_str(&value)
-            .map_err(|_| format!("the handler set an invalid value for header {name}"))?;
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+            Invalid::Response(format!("the handler set an invalid header name {name:?}"))
+        })?;
+        let value = HeaderValue::from_str(&value).map_err(|_| {
+            Invalid::Response(format!(
+                "the handler set an invalid value for header {name}"
+            ))
+        })?;
         headers.append(name, value);
     }
     let body = match host_body {
@@ -408,7 +444,7 @@ fn from_guest(response: HttpResponse, host_body: Option<Body>) -> Result<Respons
         None => {
             // The guest's own body: any length the host's answer declared no longer holds.
             headers.remove(header::CONTENT_LENGTH);
-            full(response.body)
+            budget.hold(response.body).map_err(Invalid::Unheld)?.boxed()
         }
     };
     let mut built = Response::new(body);

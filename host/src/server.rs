@@ -8,12 +8,17 @@
 //! What a client may hold is bounded here ([`ServerLimits`]): open connections (past the cap,
 //! new ones wait in the kernel's backlog and the log says so once per interval), the time to
 //! send a request head (which is also how long an idle keep-alive connection stays open), the
-//! head's size, and the time and memory request bodies take ([`request_body`]). Failed accepts
-//! (`EMFILE`, ...) back off instead of spinning. Heads that RFC 9112 says to refuse are refused
-//! before routing ([`http_checks`]).
+//! head's size, and the time and memory request bodies take ([`request_body`]); and what a
+//! client that does not read holds: response bodies in memory across connections
+//! ([`response_body`], charged by the router) and the time a response write may make no
+//! progress ([`write_timeout`], around every connection's socket). Failed accepts (`EMFILE`,
+//! ...) back off instead of spinning. Heads that RFC 9112 says to refuse are refused before
+//! routing ([`http_checks`]).
 //!
 //! [`router`]: crate::router
 //! [`request_body`]: crate::request_body
+//! [`response_body`]: crate::response_body
+//! [`write_timeout`]: crate::write_timeout
 //! [`http_checks`]: crate::http_checks
 //! [`site`]: crate::site
 
@@ -30,7 +35,15 @@ use hyper_util::{
 };
 use tokio::{net::TcpListener, sync::Semaphore};
 
-use crate::{config::ServerSettings, http_checks, request_body::BodyBudget, router, site::Site};
+use crate::{
+    config::ServerSettings,
+    http_checks,
+    request_body::BodyBudget,
+    response_body::{DEFAULT_MAX_BUFFERED_RESPONSE_BYTES, ResponseBudget},
+    router,
+    site::Site,
+    write_timeout::WriteTimeout,
+};
 
 /// How often a repeated condition (connection cap reached, accept failing) is logged.
 const LOG_EVERY: Duration = Duration::from_secs(10);
@@ -48,6 +61,10 @@ pub struct ServerLimits {
     pub max_header_bytes: usize,
     /// Request bodies held in memory at once, across all requests.
     pub max_buffered_body_bytes: u64,
+    /// Response bodies held in memory at once, across all connections, until written.
+    pub max_buffered_response_bytes: u64,
+    /// How long a response write may make no progress before the connection is closed.
+    pub write_timeout: Duration,
 }
 
 impl ServerLimits {
@@ -68,6 +85,13 @@ impl ServerLimits {
                 .unwrap_or(Duration::from_secs(60)),
             max_header_bytes: 64 * 1024,
             max_buffered_body_bytes: server.max_buffered_body_bytes.unwrap_or(256 * 1024 * 1024),
+            max_buffered_response_bytes: server
+                .max_buffered_response_bytes
+                .unwrap_or(DEFAULT_MAX_BUFFERED_RESPONSE_BYTES),
+            write_timeout: server
+                .write_timeout_s
+                .and_then(|s| Duration::try_from_secs_f64(s).ok())
+                .unwrap_or(Duration::from_secs(30)),
         }
     }
 }
@@ -95,7 +119,8 @@ pub fn default_max_connections() -> usize {
 pub async fn serve(listener: TcpListener, site: Site, drain: Duration) {
     let limits = ServerLimits::from_settings(&site.server_settings());
     let connections = Arc::new(Semaphore::new(limits.max_connections));
-    let budget = BodyBudget::new(limits.max_buffered_body_bytes);
+    let budget = BodyBudget::new(limits.max_buffered_body_bytes)
+        .with_responses(ResponseBudget::new(limits.max_buffered_response_bytes));
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
@@ -169,6 +194,7 @@ pub async fn serve(listener: TcpListener, site: Site, drain: Duration) {
                 Ok::<_, Infallible>(response)
             }
         });
+        let stream = WriteTimeout::new(stream, limits.write_timeout);
         let connection = builder.serve_connection(TokioIo::new(stream), service);
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
