@@ -370,6 +370,9 @@ fn the_port_answers_every_request_as_the_fastapi_original() {
         &[],
     );
     assert_eq!(code, 0, "build failed:\n{stdout}\n{stderr}");
+    // The FastAPI original starts again from its seed data; so does the port: what `dev`
+    // stored (its kv lasts, in the project's data folder) is put aside first.
+    std::fs::remove_dir_all(project.path().join(".data")).unwrap();
     {
         let fastapi = Uvicorn::start(&venv, &original);
         let run = Server::run(&project, &[]);
