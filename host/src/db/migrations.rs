@@ -245,7 +245,7 @@ fn apply_one(conn: &mut sqlite::Connection, migration: &Migration) -> Result<(),
                 rusqlite::params![
                     migration.name,
                     migration.checksum(),
-                    httpdate_free_rfc3339()
+                    now_rfc3339()
                 ],
             ))
         })
@@ -392,7 +392,7 @@ async fn pg_apply_one(
             &[
                 migration.name.as_str(),
                 migration.checksum().as_str(),
-                httpdate_free_rfc3339().as_str(),
+                now_rfc3339().as_str(),
             ],
         )
         .await;
@@ -426,7 +426,7 @@ fn line_of(text: &str, offset: usize) -> usize {
 }
 
 /// Now, as `2026-11-24T21:16:18Z`.
-fn httpdate_free_rfc3339() -> String {
+fn now_rfc3339() -> String {
     chrono::Utc::now()
         .format("%Y-%m-%dT%H:%M:%S%.3fZ")
         .to_string()

@@ -251,7 +251,7 @@ impl Database {
                 "the project's database is in Postgres, not in a SQLite file".into(),
             ));
         };
-        let store = store.clone_handle();
+        let store = store.clone();
         tokio::task::spawn_blocking(move || {
             let mut conn = store.checkout(None)?;
             Ok(op(&mut conn))
@@ -306,7 +306,7 @@ impl Session {
                 Connection::Postgres(pool.checkout(self.deadline).await?)
             }
             Backend::Postgres { memory: store, .. } | Backend::Sqlite(store) => {
-                let store = store.clone_handle();
+                let store = store.clone();
                 let conn = tokio::task::spawn_blocking(move || {
                     if memory {
                         store.private_memory(watch)

@@ -123,10 +123,6 @@ impl Store {
         self.inner.path.as_deref()
     }
 
-    pub fn clone_handle(&self) -> Store {
-        self.clone()
-    }
-
     /// A connection to the database for route code (`watch`) or the host (`None`).
     pub fn checkout(&self, watch: Option<Watch>) -> Result<Connection, DbError> {
         let idle = self.inner.idle().pop();
