@@ -1051,3 +1051,81 @@ fn errors_are_said_once_and_config_values_name_their_line() {
         "{stderr}"
     );
 }
+
+#[test]
+fn route_code_opening_a_fifo_socket_or_loop_blocks_no_host_thread() {
+    let project = Project::new(&[
+        (
+            "routes/open/route.py",
+            "import os\n\n\
+             def GET(request, path: str):\n    \
+                 try:\n        \
+                     with open(path) as f:\n            \
+                         return {'read': f.read(12)}\n    \
+                 except OSError as e:\n        \
+                     return {'error': type(e).__name__, 'errno': e.errno}\n",
+        ),
+        (
+            "routes/list/route.py",
+            "import os\n\ndef GET(request):\n    return sorted(os.listdir('/routes')) + sorted(os.listdir('/packages'))\n",
+        ),
+        ("config.py", "sandbox = {'cpu_ms': 2000, 'wall_s': 3}\n"),
+        (".packages/ok.txt", "packaged ok\n"),
+    ]);
+    let routes = project.path().join("routes");
+    mkfifo(&routes.join("pipe"));
+    mkfifo(&project.path().join(".packages/pipe"));
+    let _socket = std::os::unix::net::UnixListener::bind(routes.join("sock")).unwrap();
+    std::os::unix::fs::symlink("loop", routes.join("loop")).unwrap();
+    std::os::unix::fs::symlink("pipe", routes.join("to-pipe")).unwrap();
+    let mut server = Server::dev(&project);
+    let http = client(10);
+    let open = |path: &str| -> Value {
+        let response = http
+            .get(server.url(&format!("/open?path={path}")))
+            .send()
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert_eq!(response.status(), 200, "{path}");
+        response.json().unwrap()
+    };
+    // Regular files and folders read as before.
+    assert_eq!(
+        open("/routes/open/route.py"),
+        json!({"read": "import os\n\nd"})
+    );
+    assert_eq!(open("/packages/ok.txt"), json!({"read": "packaged ok\n"}));
+    let listed = http
+        .get(server.url("/list"))
+        .send()
+        .unwrap()
+        .json::<Value>()
+        .unwrap();
+    assert!(
+        listed.as_array().unwrap().contains(&json!("pipe")),
+        "{listed}"
+    );
+    // A FIFO (directly, through a symlink, in .packages/) is refused at once: without the
+    // check each open would wait for a writer forever, holding a host thread.
+    for _ in 0..20 {
+        for path in ["/routes/pipe", "/routes/to-pipe", "/packages/pipe"] {
+            assert_eq!(
+                open(path),
+                json!({"error": "PermissionError", "errno": 2}), // EACCES is 2 in WASI
+                "{path}"
+            );
+        }
+    }
+    let socket = open("/routes/sock");
+    assert!(socket.get("error").is_some(), "{socket}");
+    let looped = open("/routes/loop");
+    assert!(looped.get("error").is_some(), "{looped}");
+    assert!(server.log().contains("a FIFO: refused"), "{}", server.log());
+    // Nothing is left blocked: SIGTERM stops the server at once.
+    let started = Instant::now();
+    assert_eq!(server.terminate(), Some(0), "{}", server.log());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -20,7 +20,7 @@ use crate::{
 };
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
-    super::runtime()?.block_on(serve(args))
+    super::serve_until_stopped(serve(args))
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {

@@ -279,6 +279,22 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))
 }
 
+/// How long a stopping server waits for work left on the runtime's blocking threads (a file
+/// system that hangs, say) once the requests in flight are done or stopped: then it exits
+/// anyway, abandoning that work.
+pub const ABANDON_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Run `server` (a `dev` or `run` command) on a runtime of its own, and stop within
+/// [`ABANDON_AFTER`] once it returns, whatever is still running on the runtime's threads.
+fn serve_until_stopped(
+    server: impl std::future::Future<Output = anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    let runtime = runtime()?;
+    let result = runtime.block_on(server);
+    runtime.shutdown_timeout(ABANDON_AFTER);
+    result
+}
+
 /// Listen where the flags, else config.py's `server`, else the defaults say.
 async fn listen(
     server: &crate::config::ServerSettings,
