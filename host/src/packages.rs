@@ -333,8 +333,11 @@ impl Requirements {
         }
         let pyproject = root.join("pyproject.toml");
         if pyproject.is_file() {
-            let text = fs::read_to_string(&pyproject)
-                .map_err(|e| PackagesError::Io(pyproject.display().to_string(), e))?;
+            let text = crate::regular_file::read_to_string(
+                &pyproject,
+                crate::regular_file::MAX_PYPROJECT_BYTES,
+            )
+            .map_err(|e| PackagesError::Read(e.to_string()))?;
             let value: toml::Table =
                 toml::from_str(&text).map_err(|e| PackagesError::Pyproject(e.to_string()))?;
             let deps = value
@@ -1056,8 +1059,17 @@ fn inspect(
             continue;
         }
         let info = entry.path();
-        let read = |file: &str| fs::read_to_string(info.join(file)).unwrap_or_default();
-        let metadata = read("METADATA");
+        // The installer wrote these, from the distribution's own files: read them as any
+        // file someone else controls. An absent one reads as empty.
+        let read = |file: &str| -> Result<String, PackagesError> {
+            match crate::regular_file::read(&info.join(file), crate::regular_file::MAX_SOURCE_BYTES)
+            {
+                Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+                Err(crate::regular_file::FileError::NotFound(_)) => Ok(String::new()),
+                Err(e) => Err(PackagesError::Read(e.to_string())),
+            }
+        };
+        let metadata = read("METADATA")?;
         let field = |key: &str| {
             metadata
                 .lines()
@@ -1071,20 +1083,23 @@ fn inspect(
             built_pure: false,
         };
         // pip records where a distribution installed from a URL or a path came from.
-        let from_wheel = serde_json::from_str::<serde_json::Value>(&read("direct_url.json"))
+        let from_wheel = serde_json::from_str::<serde_json::Value>(&read("direct_url.json")?)
             .ok()
             .and_then(|v| v.get("url")?.as_str().map(|url| url.ends_with(".whl")))
             .unwrap_or(false);
         let mut evidence = Vec::new();
         if from_wheel || !built_here.contains(&normalize(&dist.name)) {
-            for tag in read("WHEEL").lines().filter_map(|l| l.strip_prefix("Tag:")) {
+            for tag in read("WHEEL")?
+                .lines()
+                .filter_map(|l| l.strip_prefix("Tag:"))
+            {
                 let tag = tag.trim();
                 if !tag.ends_with("-none-any") {
                     evidence.push(format!("wheel tag {tag} (not py3-none-any)"));
                 }
             }
         }
-        for line in read("RECORD").lines() {
+        for line in read("RECORD")?.lines() {
             let path = line.split(',').next().unwrap_or_default();
             if is_native(path) {
                 evidence.push(format!("native file {path}"));

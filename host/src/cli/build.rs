@@ -98,7 +98,7 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
         level,
         key.is_some(),
         &settings,
-    );
+    )?;
     eprintln!(
         "[1/4] config.py and routes/: {} route files inspected ({:.1}s)",
         project.routes.len(),
@@ -355,45 +355,31 @@ fn inputs_hash(
     level: i32,
     encrypted: bool,
     settings: &Settings,
-) -> String {
+) -> anyhow::Result<String> {
     let mut hasher = blake3::Hasher::new();
     hasher.update(env!("CARGO_PKG_VERSION").as_bytes());
     hasher.update(sandbox::GUEST_SHA256.as_bytes());
     hasher.update(&level.to_le_bytes());
     hasher.update(&[u8::from(encrypted)]);
-    let read = |path: &Path| regular_file::read(path, regular_file::MAX_SOURCE_BYTES);
-    hasher.update(&read(&root.join("config.py")).unwrap_or_default());
+    // An absent file hashes as empty; one that cannot be read stops the build (it was read
+    // already, so it changed meanwhile).
+    let read = |path: &Path| match regular_file::read(path, regular_file::MAX_SOURCE_BYTES) {
+        Err(regular_file::FileError::NotFound(_)) => Ok(Vec::new()),
+        other => other,
+    };
+    hasher.update(&read(&root.join("config.py"))?);
     for name in RootFiles::NAMES {
         hasher.update(name.as_bytes());
-        hasher.update(&read(&root.join(name)).unwrap_or_default());
+        hasher.update(&read(&root.join(name))?);
     }
-    // Each plugin's component and WIT files.
+    // Each plugin's component and WIT files, read as loading it read them.
     for (name, entry) in &settings.plugins {
         hasher.update(name.as_bytes());
-        hasher.update(&fs::read(root.join(&entry.component)).unwrap_or_default());
-        let wit = match &entry.wit {
-            Some(wit) => root.join(wit),
-            None => root
-                .join(&entry.component)
-                .parent()
-                .map_or_else(|| root.join("wit"), |p| p.join("wit")),
-        };
-        let mut stack = vec![wit];
-        let mut wit_files = Vec::new();
-        while let Some(dir) = stack.pop() {
-            for entry in fs::read_dir(&dir).into_iter().flatten().flatten() {
-                let path = entry.path();
-                if path.is_dir() {
-                    stack.push(path);
-                } else {
-                    wit_files.push(path);
-                }
-            }
-        }
-        wit_files.sort();
-        for file in wit_files {
-            hasher.update(file.to_string_lossy().as_bytes());
-            hasher.update(&fs::read(&file).unwrap_or_default());
+        for (path, bytes) in crate::plugins::input_files(root, name, entry)? {
+            hasher.update(&(path.len() as u64).to_le_bytes());
+            hasher.update(path.as_bytes());
+            hasher.update(&(bytes.len() as u64).to_le_bytes());
+            hasher.update(&bytes);
         }
     }
     for migration in migrations {
@@ -414,7 +400,7 @@ fn inputs_hash(
         hasher.update(&(bytes.len() as u64).to_le_bytes());
         hasher.update(bytes);
     }
-    hasher.finalize().to_hex().to_string()
+    Ok(hasher.finalize().to_hex().to_string())
 }
 
 /// Statistics as DECISIONS.md counts them: one per path and method.

@@ -14,11 +14,12 @@ use wasmtime::component::{
     types::{ComponentItem, Type},
 };
 use wit_parser::{
-    Function as WitFunction, InterfaceId, PackageId, Resolve, Type as WitType, TypeDefKind,
-    WorldItem, WorldKey,
+    Function as WitFunction, InterfaceId, PackageId, Resolve, SourceMap, Type as WitType,
+    TypeDefKind, UnresolvedPackageGroup, WorldItem, WorldKey,
 };
 
 use super::{Function, PluginError, engine, python_name, value::type_name};
+use crate::regular_file;
 
 /// One item the WIT says the component exports.
 pub enum Export {
@@ -35,6 +36,220 @@ impl Export {
             Export::Function { function } => &function.name,
         }
     }
+}
+
+/// At most this many WIT files are read for one plugin (its folder and `deps/` together).
+const MAX_WIT_FILES: usize = 1000;
+
+/// One WIT file as read: its path relative to the project (for messages) and its bytes.
+pub struct WitFile {
+    pub shown: String,
+    pub bytes: Vec<u8>,
+}
+
+/// A package of `deps/`: a folder of `.wit` files, or one file (a `.wit` file, or a WIT package
+/// encoded as WebAssembly).
+enum Dep {
+    Folder(Vec<WitFile>),
+    File(WitFile),
+}
+
+/// The files of a plugin's WIT folder, read as `wit-parser`'s `Resolve::push_dir` would read
+/// them (its `*.wit` files, and `deps/`), but each one as a regular file inside the project of
+/// at most [`MAX_WIT_BYTES`](regular_file::MAX_WIT_BYTES), and at most
+/// [`MAX_WIT_TOTAL_BYTES`](regular_file::MAX_WIT_TOTAL_BYTES) in all: a FIFO, a device or a
+/// link out of the project is refused, naming the file.
+pub struct WitFiles {
+    main: Vec<WitFile>,
+    deps: Vec<Dep>,
+}
+
+impl WitFiles {
+    /// Read plugin `plugin`'s WIT folder `dir` of the project at `root`.
+    pub fn read(plugin: &str, root: &Path, dir: &Path) -> Result<Self, PluginError> {
+        let relative = |path: &Path| {
+            path.strip_prefix(root)
+                .unwrap_or(path)
+                .display()
+                .to_string()
+        };
+        let fail = |path: &Path, message: String| PluginError::Wit {
+            plugin: plugin.to_string(),
+            path: relative(path),
+            message,
+        };
+        if !dir.is_dir() {
+            return Err(fail(
+                dir,
+                "no such folder: a plugin's WIT goes in wit/ beside its component (or set 'wit' in its entry)".into(),
+            ));
+        }
+        let mut budget = Budget {
+            files: 0,
+            bytes: 0,
+            dir,
+        };
+        let mut read = |path: &Path| -> Result<WitFile, PluginError> {
+            let bytes = regular_file::read_inside(path, root, regular_file::MAX_WIT_BYTES)
+                .map_err(|e| fail(path, e.reason()))?;
+            budget.count(bytes.len() as u64).map_err(|m| fail(dir, m))?;
+            Ok(WitFile {
+                shown: relative(path),
+                bytes,
+            })
+        };
+        let main = wit_files_in(dir)
+            .map_err(|e| fail(dir, e.to_string()))?
+            .iter()
+            .map(|path| read(path))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut deps = Vec::new();
+        let deps_dir = dir.join("deps");
+        if deps_dir.exists() {
+            let mut entries = std::fs::read_dir(&deps_dir)
+                .and_then(|i| i.collect::<std::io::Result<Vec<_>>>())
+                .map_err(|e| fail(&deps_dir, e.to_string()))?;
+            entries.sort_by_key(|e| e.file_name());
+            for entry in entries {
+                let path = entry.path();
+                // A folder (or a link to one) is a package of its own `.wit` files.
+                if entry.file_type().is_ok_and(|t| t.is_dir()) || path.is_dir() {
+                    let files = wit_files_in(&path)
+                        .map_err(|e| fail(&path, e.to_string()))?
+                        .iter()
+                        .map(|path| read(path))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    deps.push(Dep::Folder(files));
+                } else if matches!(
+                    path.extension().and_then(|e| e.to_str()),
+                    Some("wit" | "wat" | "wasm")
+                ) {
+                    deps.push(Dep::File(read(&path)?));
+                }
+                // Other files (`.DS_Store`, notes) are left alone, as wit-parser does.
+            }
+        }
+        Ok(Self { main, deps })
+    }
+
+    /// Every file read, as (path relative to the project, bytes), in the order read.
+    pub fn into_files(self) -> Vec<(String, Vec<u8>)> {
+        let deps = self.deps.into_iter().flat_map(|dep| match dep {
+            Dep::Folder(files) => files,
+            Dep::File(file) => vec![file],
+        });
+        self.main
+            .into_iter()
+            .chain(deps)
+            .map(|f| (f.shown, f.bytes))
+            .collect()
+    }
+
+    /// Parse and resolve the files: the folder's package, with `deps/` for the names it uses.
+    fn resolve(
+        self,
+        fail: &dyn Fn(String) -> PluginError,
+    ) -> Result<(Resolve, PackageId), PluginError> {
+        let mut resolve = Resolve::new();
+        let main = parse_group(&self.main, fail)?;
+        let mut deps = Vec::new();
+        for dep in &self.deps {
+            match dep {
+                Dep::Folder(files) => deps.push(parse_group(files, fail)?),
+                // A WIT package encoded as WebAssembly is merged as it is.
+                Dep::File(file) if file.bytes.starts_with(b"\0asm") => {
+                    match wit_parser::decoding::decode(&file.bytes)
+                        .map_err(|e| fail(format!("{}: {e:#}", file.shown)))?
+                    {
+                        wit_parser::decoding::DecodedWasm::WitPackage(decoded, _) => {
+                            resolve
+                                .merge(decoded)
+                                .map_err(|e| fail(format!("{}: {e:#}", file.shown)))?;
+                        }
+                        wit_parser::decoding::DecodedWasm::Component(..) => {
+                            return Err(fail(format!(
+                                "{}: a component, not a WIT package encoded as WebAssembly",
+                                file.shown
+                            )));
+                        }
+                    }
+                }
+                Dep::File(file) => deps.push(parse_group(std::slice::from_ref(file), fail)?),
+            }
+        }
+        let package = resolve
+            .push_groups(main, deps)
+            .map_err(|e| fail(resolve.render_error(&anyhow::Error::from(e))))?;
+        Ok((resolve, package))
+    }
+}
+
+/// What has been read of one plugin's WIT so far.
+struct Budget<'a> {
+    files: usize,
+    bytes: u64,
+    dir: &'a Path,
+}
+
+impl Budget<'_> {
+    fn count(&mut self, bytes: u64) -> Result<(), String> {
+        self.files += 1;
+        self.bytes += bytes;
+        if self.files > MAX_WIT_FILES {
+            return Err(format!(
+                "more than {MAX_WIT_FILES} WIT files in {} and its deps/",
+                self.dir.display()
+            ));
+        }
+        if self.bytes > regular_file::MAX_WIT_TOTAL_BYTES {
+            return Err(format!(
+                "its WIT files hold more than the {} bytes allowed for one plugin",
+                regular_file::MAX_WIT_TOTAL_BYTES
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The `*.wit` files of `dir` (not of its folders, nor links to folders), sorted.
+fn wit_files_in(dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let path = entry.path();
+        let kind = entry.file_type()?;
+        if kind.is_dir() || (kind.is_symlink() && path.is_dir()) {
+            continue;
+        }
+        if path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.ends_with(".wit"))
+        {
+            found.push(path);
+        }
+        if found.len() > MAX_WIT_FILES {
+            return Err(std::io::Error::other(format!(
+                "more than {MAX_WIT_FILES} WIT files"
+            )));
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// One package's files, parsed (not resolved yet).
+fn parse_group(
+    files: &[WitFile],
+    fail: &dyn Fn(String) -> PluginError,
+) -> Result<UnresolvedPackageGroup, PluginError> {
+    let mut map = SourceMap::new();
+    for file in files {
+        let text = std::str::from_utf8(&file.bytes)
+            .map_err(|_| fail(format!("{}: not UTF-8 text", file.shown)))?;
+        map.push_str(&file.shown, text);
+    }
+    map.parse().map_err(|(map, e)| fail(e.render(&map)))
 }
 
 /// A parsed `wit/` folder.
@@ -55,13 +270,7 @@ impl Wit {
             path: shown.clone(),
             message,
         };
-        if !dir.is_dir() {
-            return Err(fail(
-                "no such folder: a plugin's WIT goes in wit/ beside its component (or set 'wit' in its entry)".into(),
-            ));
-        }
-        let mut resolve = Resolve::new();
-        let (package, _) = resolve.push_dir(dir).map_err(|e| fail(format!("{e:#}")))?;
+        let (resolve, package) = WitFiles::read(plugin, root, dir)?.resolve(&fail)?;
         let mut exports = Vec::new();
         let worlds: Vec<_> = resolve.packages[package].worlds.values().copied().collect();
         match worlds.as_slice() {

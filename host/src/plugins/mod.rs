@@ -29,7 +29,7 @@ use wasmtime::component::{Component, ComponentExportIndex, InstancePre, types};
 
 pub use session::Session;
 
-use crate::config::PluginSettings;
+use crate::{config::PluginSettings, regular_file};
 
 /// Why the project's plugins could not be loaded. Each names the plugin, the file and the item.
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]
@@ -183,14 +183,16 @@ impl Plugins {
     ) -> Result<Self, PluginError> {
         let mut list = Vec::new();
         for (name, settings) in declared {
+            // Every file is read (and refused if it is not a small regular file inside the
+            // project) before anything is compiled.
             let source = Source::read(root, name, settings)?;
+            let wit = contract::Wit::parse(name, root, &source.wit_dir)?;
             let component =
                 engine::compile_cached(&source.wasm).map_err(|message| PluginError::Compile {
                     plugin: name.clone(),
                     path: source.file.clone(),
                     message,
                 })?;
-            let wit = contract::Wit::parse(name, root, &source.wit_dir)?;
             wit.check(name, &source.file, &component)?;
             let exports = wit.export_names();
             list.push(link(root, name, settings, source.file, component, exports)?);
@@ -244,14 +246,13 @@ pub struct Source {
 
 impl Source {
     /// Read the component of plugin `name`; its WIT folder is the entry's `wit`, else `wit/`
-    /// beside the component.
+    /// beside the component. The component must be a regular file of at most
+    /// [`MAX_COMPONENT_BYTES`](regular_file::MAX_COMPONENT_BYTES) inside the project, symlinks
+    /// followed (a link to another file of the project is fine).
     pub fn read(root: &Path, name: &str, settings: &PluginSettings) -> Result<Self, PluginError> {
         let path = inside(root, name, "component", &settings.component)?;
-        let wasm = std::fs::read(&path).map_err(|e| PluginError::Read {
-            plugin: name.to_string(),
-            path: settings.component.clone(),
-            message: e.to_string(),
-        })?;
+        let wasm = regular_file::read_inside(&path, root, regular_file::MAX_COMPONENT_BYTES)
+            .map_err(|e| read_error(name, &settings.component, &e))?;
         let wit_dir = match &settings.wit {
             Some(wit) => inside(root, name, "wit", wit)?,
             None => path
@@ -265,6 +266,33 @@ impl Source {
             wit_dir,
         })
     }
+}
+
+/// A file of plugin `plugin` (`shown`, relative to the project) that could not be read.
+fn read_error(plugin: &str, shown: &str, error: &regular_file::FileError) -> PluginError {
+    PluginError::Read {
+        plugin: plugin.to_string(),
+        path: shown.to_string(),
+        message: match error {
+            regular_file::FileError::NotFound(_) => "No such file or directory".into(),
+            other => other.reason(),
+        },
+    }
+}
+
+/// Every file plugin `name` is made of, as `build` hashes them: its component, then its WIT
+/// files (as [`contract::Wit::parse`] reads them), each as (path relative to the project,
+/// bytes). Read within the same bounds as [`Plugins::load`] reads them.
+pub fn input_files(
+    root: &Path,
+    name: &str,
+    settings: &PluginSettings,
+) -> Result<Vec<(String, Vec<u8>)>, PluginError> {
+    let source = Source::read(root, name, settings)?;
+    let mut files = vec![(source.file, source.wasm)];
+    let wit = contract::WitFiles::read(name, root, &source.wit_dir)?;
+    files.extend(wit.into_files());
+    Ok(files)
 }
 
 /// `rel` (from the entry's `key`) as a path inside the project, or a config error.

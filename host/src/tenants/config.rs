@@ -7,6 +7,7 @@
 //! [server]
 //! max_loaded = 64                # tenants kept loaded; the least recently used is unloaded
 //! idle_unload_s = 600            # a tenant idle this long is unloaded
+//! reserved_instances = 4         # instances kept for tenants with nothing running [default: a quarter of --workers]
 //!
 //! [defaults]                     # every tenant's limits, unless its own section says otherwise
 //! memory_mb = 128
@@ -126,6 +127,7 @@ impl RawTenant {
 struct RawServer {
     max_loaded: Option<Spanned<u64>>,
     idle_unload_s: Option<Spanned<f64>>,
+    reserved_instances: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -196,6 +198,24 @@ pub struct ServerConfig {
     pub max_loaded: usize,
     /// A tenant that served nothing for this long is unloaded.
     pub idle_unload: Duration,
+    /// Instances kept for tenants with nothing running (`crate::scheduler::Scheduler::set_reserve`);
+    /// `None`: [`ServerConfig::reserve`]'s default.
+    pub reserved_instances: Option<usize>,
+}
+
+impl ServerConfig {
+    /// The instances to keep for tenants with nothing running, of `workers`: the file's
+    /// `reserved_instances`, else a quarter of them (at least 1). `Err` names the problem when
+    /// the file asks for as many as there are or more.
+    pub fn reserve(&self, workers: usize) -> Result<usize, String> {
+        match self.reserved_instances {
+            None => Ok((workers / 4).max(1).min(workers.saturating_sub(1))),
+            Some(n) if n < workers => Ok(n),
+            Some(n) => Err(format!(
+                "`reserved_instances` is {n}, but there are only {workers} instances (--workers): it must be fewer"
+            )),
+        }
+    }
 }
 
 impl Default for ServerConfig {
@@ -203,6 +223,7 @@ impl Default for ServerConfig {
         Self {
             max_loaded: 64,
             idle_unload: Duration::from_secs(600),
+            reserved_instances: None,
         }
     }
 }
@@ -218,13 +239,18 @@ pub struct TenantsConfig {
 }
 
 impl TenantsConfig {
-    /// Read and check the tenants file at `path`.
+    /// Read and check the tenants file at `path`: a regular file (never a FIFO, a device or
+    /// a socket, which could block the watcher or feed it forever) of at most
+    /// [`MAX_TENANTS_BYTES`](crate::regular_file::MAX_TENANTS_BYTES). Blocking, but never for
+    /// long: call it off the async threads.
     pub fn load(path: &Path) -> Result<TenantsConfig, TenantsError> {
-        let text = std::fs::read_to_string(path).map_err(|e| TenantsError {
-            file: path.display().to_string(),
-            line: 1,
-            message: format!("cannot read: {e}"),
-        })?;
+        let text =
+            crate::regular_file::read_to_string(path, crate::regular_file::MAX_TENANTS_BYTES)
+                .map_err(|e| TenantsError {
+                    file: path.display().to_string(),
+                    line: 1,
+                    message: format!("cannot read: {}", e.reason()),
+                })?;
         let base = path.parent().unwrap_or(Path::new("."));
         Self::parse(&path.display().to_string(), &text, base)
     }
@@ -251,6 +277,16 @@ impl TenantsConfig {
                 None => ServerConfig::default().idle_unload,
                 Some(s) => {
                     seconds(s).map_err(|m| at(Some(s.span()), format!("`idle_unload_s` {m}")))?
+                }
+            },
+            reserved_instances: match &raw.server.reserved_instances {
+                None => None,
+                Some(n) if *n.get_ref() <= 4096 => Some(*n.get_ref() as usize),
+                Some(n) => {
+                    return Err(at(
+                        Some(n.span()),
+                        "`reserved_instances` must be at most 4096".into(),
+                    ));
                 }
             },
         };
@@ -555,6 +591,33 @@ mod tests {
         assert_eq!(
             line("[tenant.a]\nproject = \"a\"\nhosts = [\"a.test\"]\ndatabase = \"x\"\n"),
             4
+        );
+    }
+
+    #[test]
+    fn the_file_itself_must_be_a_small_regular_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tenants.toml");
+        let message = |path: &Path| TenantsConfig::load(path).unwrap_err().to_string();
+        std::os::unix::fs::symlink("/dev/zero", &path).unwrap();
+        let error = message(&path);
+        assert!(
+            error.starts_with(&format!("{}:1: ", path.display())),
+            "{error}"
+        );
+        assert!(
+            error.contains("not a regular file (a character device)"),
+            "{error}"
+        );
+        std::fs::remove_file(&path).unwrap();
+        std::fs::File::create(&path)
+            .unwrap()
+            .set_len(3 << 30)
+            .unwrap();
+        let error = message(&path);
+        assert!(
+            error.contains("3221225472 bytes, more than the 1048576 bytes allowed"),
+            "{error}"
         );
     }
 
