@@ -38,6 +38,14 @@
 //! a thread. Calls of one queue never preempt each other: they run to completion, giving up
 //! the thread only while they wait on the host.
 //!
+//! **Reserve.** CPU fairness alone cannot help a queue that finds every instance held by calls
+//! blocked in host calls (`time.sleep`, a slow database): those free nothing for seconds. So
+//! the last few free instances go only to queues with nothing running, one for each such queue
+//! up to a bound ([`Scheduler::set_reserve`]): a busy queue takes another instance only while
+//! more are free than there are idle queues to keep them for. A tenant with nothing running
+//! so finds an instance at once, whatever the busy ones hold, while no more tenants are idle
+//! than the bound.
+//!
 //! **Time.** The CPU limit counts the CPU time the call actually ran (its thread's CPU clock,
 //! read around every poll and at every epoch tick), never time spent queued or waiting for a
 //! thread. The wall-clock limit is for guests blocked in host calls (`time.sleep(60)`); it
@@ -151,6 +159,8 @@ impl Drop for Shared {
 struct State {
     /// How many instances may exist at once.
     workers: usize,
+    /// How many of them only a queue with nothing running may take (see [`Scheduler::set_reserve`]).
+    reserve: usize,
     running: usize,
     /// Admissions so far (FIFO order on the threads).
     seq: u64,
@@ -217,6 +227,7 @@ impl Scheduler {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
                     workers: workers.max(1),
+                    reserve: 0,
                     running: 0,
                     seq: 0,
                     next_id: TOOLING + 1,
@@ -278,6 +289,30 @@ impl Scheduler {
         state.dispatch(&self.shared);
     }
 
+    /// Keep up to `reserve` free instances for queues with nothing running: one for each such
+    /// queue, at most `reserve`, never all of them (0, the default, keeps none). A queue that
+    /// has calls running takes another instance only while more than that are free; a queue
+    /// with nothing running takes any free one. So whatever the busy queues do, a queue with
+    /// nothing running finds an instance at once, as long as no more than `reserve` queues are
+    /// idle (and all of them, if `reserve` is at least the number of queues and `workers`
+    /// more). Meant for many tenants in one process; a single project has no neighbour.
+    pub fn set_reserve(&self, reserve: usize) {
+        let mut state = self.shared.lock();
+        state.reserve = reserve;
+        state.dispatch(&self.shared);
+    }
+
+    /// The bound given to [`Scheduler::set_reserve`].
+    pub fn reserve_setting(&self) -> usize {
+        self.shared.lock().reserve
+    }
+
+    /// How many instances are kept for queues with nothing running now.
+    pub fn reserve(&self) -> usize {
+        let state = self.shared.lock();
+        state.reserve_now()
+    }
+
     /// Instances running now, all queues together.
     pub fn running(&self) -> usize {
         self.shared.lock().running
@@ -325,6 +360,26 @@ impl Entry {
 }
 
 impl State {
+    /// The reserve in force: the instances kept for queues with nothing running. As many as
+    /// there are such queues (a tenant's queue exists while it is loaded), at most the
+    /// configured reserve, and never all the instances.
+    fn reserve_now(&self) -> usize {
+        let resting = self
+            .queues
+            .iter()
+            .filter(|(id, e)| **id != TOOLING && e.running == 0)
+            .count();
+        self.reserve.min(resting).min(self.workers - 1)
+    }
+
+    /// Whether a queue with `running` calls running may take a free instance now, `reserve`
+    /// being [`State::reserve_now`]: a queue with none running while any is free, a busy one
+    /// only while more than the reserve is.
+    fn may_take(&self, running: usize, reserve: usize) -> bool {
+        let free = self.workers.saturating_sub(self.running);
+        free > 0 && (running == 0 || free > reserve)
+    }
+
     /// Admit `id`'s next call: count it and make its turn.
     fn admit(&mut self, id: u64, scheduler: &Arc<Shared>) -> Option<Turn> {
         let entry = self.queues.get_mut(&id)?;
@@ -354,10 +409,15 @@ impl State {
     /// Hand free instances to waiting calls, poorest queue first.
     fn dispatch(&mut self, scheduler: &Arc<Shared>) {
         while self.running < self.workers {
+            let reserve = self.reserve_now();
             let next = self
                 .queues
                 .iter()
-                .filter(|(_, e)| !e.waiters.is_empty() && e.running < e.config.concurrency)
+                .filter(|(_, e)| {
+                    !e.waiters.is_empty()
+                        && e.running < e.config.concurrency
+                        && self.may_take(e.running, reserve)
+                })
                 .min_by_key(|(_, e)| (e.shared.vtime(), e.waiters.front().map(|w| w.id)))
                 .map(|(id, _)| *id);
             let Some(id) = next else { break };
@@ -425,8 +485,13 @@ impl Queue {
             let mut state = scheduler.lock();
             let floor = state.floor();
             let workers = state.workers;
-            let free = state.running < workers;
             let next_waiter = state.next_waiter;
+            let Some(running) = state.queues.get(&handle.id).map(|e| e.running) else {
+                return Err(Rejected {
+                    retry_after: Duration::from_secs(1),
+                });
+            };
+            let free = state.may_take(running, state.reserve_now());
             let Some(entry) = state.queues.get_mut(&handle.id) else {
                 return Err(Rejected {
                     retry_after: Duration::from_secs(1),

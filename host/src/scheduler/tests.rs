@@ -322,3 +322,66 @@ async fn calls_of_one_queue_run_to_completion_in_order() {
         assert_eq!(call.await.unwrap(), Ok(Verdict::Continue));
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_reserve_is_kept_for_queues_with_nothing_running() {
+    let scheduler = Scheduler::new(4);
+    scheduler.set_reserve(2);
+    let wide = QueueConfig {
+        concurrency: 4,
+        capacity: 8,
+    };
+    let heavy = scheduler.queue("heavy", wide);
+    let other_heavy = scheduler.queue("other-heavy", wide);
+    let light = scheduler.queue("light", wide);
+    // Two queues rest: the heavy one takes instances while more than two are free.
+    let h1 = heavy.turn().await.unwrap();
+    let h2 = heavy.turn().await.unwrap();
+    let mut h3 = Box::pin(heavy.turn());
+    assert!(now_or_never(&mut h3).is_none(), "the last two are reserved");
+    // A queue with nothing running may take a reserved one, but only its first.
+    let o1 = other_heavy.turn().await.unwrap();
+    let mut o2 = Box::pin(other_heavy.turn());
+    assert!(now_or_never(&mut o2).is_none());
+    // The light queue wakes and is served at once, although busy queues are waiting.
+    let l1 = light.turn().await.unwrap();
+    assert_eq!(scheduler.running(), 4);
+    // A freed instance goes to a waiting busy queue only while more than the reserve is free.
+    drop(l1);
+    assert!(now_or_never(&mut h3).is_none() && now_or_never(&mut o2).is_none());
+    drop(o1);
+    // Two free, two queues resting: other-heavy has nothing running, so it may take one.
+    let o2 = o2.await.unwrap();
+    assert!(now_or_never(&mut h3).is_none());
+    drop(h1);
+    // Two free and only the light queue resting: one is kept for it, heavy gets the other.
+    let h3 = h3.await.unwrap();
+    assert_eq!(scheduler.reserve(), 1);
+    drop((h2, h3, o2));
+    assert_eq!(scheduler.running(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_reserve_is_for_neighbours_and_never_every_instance() {
+    let scheduler = Scheduler::new(2);
+    scheduler.set_reserve(10);
+    let alone = scheduler.queue("alone", TWO);
+    // No neighbour to keep an instance for: the only queue may use them all.
+    let first = alone.turn().await.unwrap();
+    let second = alone.turn().await.unwrap();
+    drop((first, second));
+    let neighbour = scheduler.queue("neighbour", TWO);
+    assert_eq!(scheduler.reserve(), 1, "never all the instances");
+    let first = alone.turn().await.unwrap();
+    let mut second = Box::pin(alone.turn());
+    assert!(
+        now_or_never(&mut second).is_none(),
+        "one kept for the neighbour"
+    );
+    let theirs = neighbour.turn().await.unwrap();
+    drop(theirs);
+    assert!(now_or_never(&mut second).is_none());
+    scheduler.set_reserve(0);
+    let second = second.await.unwrap();
+    drop((first, second));
+}
