@@ -6,20 +6,44 @@
 //! `GET /healthz` answers 200 `{"status":"ok",...}` while the server runs. Nothing else is
 //! served here, and none of this is reachable on the public port: the public server never
 //! looks at these paths, and this listener never routes to a tenant.
+//!
+//! What a client may hold here is bounded as on the public port, with the same building blocks
+//! ([`server::Acceptor`], [`server::http1_builder`], [`WriteTimeout`]) and bounds of its own:
+//! at most [`MAX_CONNECTIONS`] open connections (its descriptors are part of the reserve the
+//! public port leaves, see [`server::FileBudget`]), a request head within [`HEADER_TIMEOUT`]
+//! (also the keep-alive idle time), heads of at most [`MAX_HEADER_BYTES`], and answers whose
+//! writes make no progress for [`WRITE_TIMEOUT`] are cut off. Failed accepts back off.
 
-use std::{convert::Infallible, net::SocketAddr};
+use std::{convert::Infallible, net::SocketAddr, time::Duration};
 
-use hyper::{
-    Method, Request, Response, StatusCode, body::Incoming, header, server::conn::http1,
-    service::service_fn,
-};
+use hyper::{Method, Request, Response, StatusCode, body::Incoming, header, service::service_fn};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
 use crate::{
     router::{self, Body},
+    server,
     tenants::{Tenants, metrics::Exposition},
+    write_timeout::WriteTimeout,
 };
+
+/// Connections the admin port holds open at once (fewer with a low open-file limit: see
+/// [`server::FileBudget`]). Past it, new connections **wait** in the kernel's backlog until one
+/// closes, as on the public port, rather than being accepted and closed at once: waiting
+/// holds none of the process's descriptors, an idle connection frees its slot within
+/// [`HEADER_TIMEOUT`], and a scraper's request is then answered instead of refused.
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// Time to send a whole request head on the admin port; also how long an idle keep-alive
+/// connection (or one that never sends a byte) stays open. A scraper sends its request at once.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The largest request head the admin port reads (hyper's smallest buffer is 8 KiB).
+pub const MAX_HEADER_BYTES: usize = 16 * 1024;
+
+/// How long a write of an answer may make no progress (a client that stops reading) before
+/// the connection is closed.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Listen on `address`; fails if it cannot be bound.
 pub async fn listen(address: &str) -> anyhow::Result<TcpListener> {
@@ -31,24 +55,29 @@ pub async fn listen(address: &str) -> anyhow::Result<TcpListener> {
 /// Serve metrics and health of `tenants` on `listener` until the process ends.
 pub fn spawn(listener: TcpListener, tenants: Tenants) {
     tokio::spawn(async move {
-        loop {
-            let (stream, peer) = match listener.accept().await {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    tracing::warn!("admin accept failed: {e}");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
+        let cap = server::FileBudget::get().admin;
+        let mut acceptor = server::Acceptor::new(
+            listener,
+            cap,
+            "admin ",
+            "new admin connections wait until one closes".into(),
+        );
+        let builder = server::http1_builder(HEADER_TIMEOUT, MAX_HEADER_BYTES);
+        let never = std::future::pending::<()>();
+        tokio::pin!(never);
+        while let Some((stream, peer, permit)) = acceptor.accept(&mut never).await {
             let tenants = tenants.clone();
             let service = service_fn(move |request: Request<Incoming>| {
                 let tenants = tenants.clone();
                 async move { Ok::<_, Infallible>(respond(&tenants, request, peer).await) }
             });
+            let stream = WriteTimeout::new(stream, WRITE_TIMEOUT);
+            let connection = builder.serve_connection(TokioIo::new(stream), service);
             tokio::spawn(async move {
-                let _ = http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
+                if let Err(e) = connection.await {
+                    tracing::debug!("admin connection from {peer}: {e}");
+                }
+                drop(permit);
             });
         }
     });
@@ -201,7 +230,7 @@ fn metrics(tenants: &Tenants, rss: Option<u64>) -> String {
         out.sample(
             "filerouter_tenant_refused",
             "gauge",
-            "1 while the tenant is refused (its cache cannot be used).",
+            "1 while the tenant is refused (its cache cannot be used, or its database is behind); it is tried again after a back-off.",
             &labels,
             if tenant.refusal().is_some() { 1.0 } else { 0.0 },
         );
@@ -218,7 +247,7 @@ fn metrics(tenants: &Tenants, rss: Option<u64>) -> String {
         out.sample(
             "filerouter_tenant_load_failures_total",
             "counter",
-            "Loads that failed (missing, corrupt or tampered cache).",
+            "Loads that failed: a cache that cannot be used (missing, corrupt, tampered with, wrong key), a database behind its migrations, or a load that could not be done then (out of files or memory).",
             &labels,
             tenant
                 .metrics

@@ -15,6 +15,14 @@
 //! ...) back off instead of spinning. Heads that RFC 9112 says to refuse are refused before
 //! routing ([`http_checks`]).
 //!
+//! Open files are shared out at start ([`FileBudget`]): the soft `RLIMIT_NOFILE` is raised to
+//! the hard limit ([`raise_open_file_limit`]), and the public port's default connection cap
+//! leaves [`FD_RESERVE`] descriptors (or half a low limit) to everything else: the admin
+//! port (which has its own cap), the log, caches, databases and tenant loads. So a flood of
+//! connections fills the cap, never the process's table of files. The admin port
+//! ([`crate::admin`]) uses the same accept loop ([`Acceptor`]) and HTTP/1 settings
+//! ([`http1_builder`]).
+//!
 //! [`router`]: crate::router
 //! [`request_body`]: crate::request_body
 //! [`response_body`]: crate::response_body
@@ -24,7 +32,10 @@
 
 use std::{
     convert::Infallible,
-    sync::Arc,
+    future::Future,
+    net::SocketAddr,
+    pin::Pin,
+    sync::{Arc, OnceLock},
     time::{Duration, Instant},
 };
 
@@ -33,7 +44,10 @@ use hyper_util::{
     rt::{TokioIo, TokioTimer},
     server::graceful::GracefulShutdown,
 };
-use tokio::{net::TcpListener, sync::Semaphore};
+use tokio::{
+    net::{TcpListener, TcpStream},
+    sync::{OwnedSemaphorePermit, Semaphore},
+};
 
 use crate::{
     config::ServerSettings,
@@ -96,77 +110,261 @@ impl ServerLimits {
     }
 }
 
-/// 4096 connections, or fewer when the process may open fewer files: a quarter of the
-/// descriptors stay free for the sandbox, the cache and the log.
-pub fn default_max_connections() -> usize {
+/// The most open connections the public port takes by default.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+
+/// Open files the public port's connections never take (by default): kept for the admin
+/// port (at most [`crate::admin::MAX_CONNECTIONS`] of them), the log, the engine, every
+/// tenant's database and kv files, and the files a load opens (the cache, the native code).
+/// With a limit below twice this, half the limit is kept instead.
+pub const FD_RESERVE: u64 = 1024;
+
+/// How the process's open files are shared out; see [`FileBudget::get`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileBudget {
+    /// The soft `RLIMIT_NOFILE` now.
+    pub limit: u64,
+    /// The soft limit before [`raise_open_file_limit`] raised it, if it did.
+    pub raised_from: Option<u64>,
+    /// Descriptors kept from the public port's connections.
+    pub reserve: u64,
+    /// The public port's default connection cap: `limit - reserve`, within 16 and
+    /// [`DEFAULT_MAX_CONNECTIONS`].
+    pub public: usize,
+    /// The admin port's connection cap: [`crate::admin::MAX_CONNECTIONS`], or a quarter of
+    /// the reserve if that is fewer (at least 4).
+    pub admin: usize,
+}
+
+impl FileBudget {
+    /// The budget for the process's open-file limit now.
+    pub fn get() -> FileBudget {
+        let raised_from = RAISED_FROM.get().copied().flatten();
+        FileBudget::for_limit(open_file_limit(), raised_from)
+    }
+
+    fn for_limit(limit: u64, raised_from: Option<u64>) -> FileBudget {
+        let reserve = FD_RESERVE.min(limit / 2);
+        let public = usize::try_from(limit - reserve)
+            .unwrap_or(DEFAULT_MAX_CONNECTIONS)
+            .clamp(16, DEFAULT_MAX_CONNECTIONS);
+        let admin = crate::admin::MAX_CONNECTIONS
+            .min(usize::try_from(reserve / 4).unwrap_or(usize::MAX))
+            .max(4);
+        FileBudget {
+            limit,
+            raised_from,
+            reserve,
+            public,
+            admin,
+        }
+    }
+}
+
+/// The soft limit before [`raise_open_file_limit`] raised it (`None` inside if it did not).
+static RAISED_FROM: OnceLock<Option<u64>> = OnceLock::new();
+
+/// The process's soft `RLIMIT_NOFILE` (1024 if it cannot be read).
+pub fn open_file_limit() -> u64 {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
     // SAFETY: getrlimit writes into the struct it is given and nothing else.
-    let files = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
         limit.rlim_cur
     } else {
         1024
+    }
+}
+
+/// Raise the soft `RLIMIT_NOFILE` to the hard limit (to the kernel's `nr_open` when the hard
+/// limit is unlimited), as servers commonly do: the soft limit is often 1024 for
+/// compatibility with `select`, which nothing here uses. Call it once, at start; returns the
+/// soft limit before and after (equal when nothing changed or it could not be raised).
+pub fn raise_open_file_limit() -> (u64, u64) {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
     };
-    usize::try_from(files / 4 * 3)
-        .unwrap_or(4096)
-        .clamp(16, 4096)
+    // SAFETY: getrlimit writes into the struct it is given and nothing else.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        let _ = RAISED_FROM.set(None);
+        return (1024, 1024);
+    }
+    let before = limit.rlim_cur;
+    let mut wanted = limit.rlim_max;
+    if wanted == libc::RLIM_INFINITY {
+        wanted = std::fs::read_to_string("/proc/sys/fs/nr_open")
+            .ok()
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(1 << 20);
+    }
+    if wanted <= limit.rlim_cur {
+        let _ = RAISED_FROM.set(None);
+        return (before, before);
+    }
+    let raised = libc::rlimit {
+        rlim_cur: wanted,
+        rlim_max: limit.rlim_max,
+    };
+    // SAFETY: setrlimit reads the struct it is given and nothing else.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+        let _ = RAISED_FROM.set(None);
+        return (before, before);
+    }
+    let _ = RAISED_FROM.set(Some(before));
+    (before, wanted)
+}
+
+/// The public port's connection cap when `config.py` gives none: 4096, or fewer so that
+/// [`FD_RESERVE`] descriptors (half a low limit) stay free; see [`FileBudget`].
+pub fn default_max_connections() -> usize {
+    FileBudget::get().public
+}
+
+/// Log, once at start, how the open files are shared out.
+fn log_file_budget(limits: &ServerLimits) {
+    let budget = FileBudget::get();
+    let raised = budget
+        .raised_from
+        .map(|from| format!(" (raised from {from})"))
+        .unwrap_or_default();
+    let kept = budget.limit.saturating_sub(limits.max_connections as u64);
+    if limits.max_connections as u64 + budget.reserve > budget.limit {
+        tracing::warn!(
+            "open files: limit {}{raised}; max_connections = {} leaves {kept} for everything else, fewer than the {} kept by default: a flood of connections may leave none for the cache and the database (lower server['max_connections'] or raise `ulimit -n`)",
+            budget.limit,
+            limits.max_connections,
+            budget.reserve,
+        );
+    } else if budget.public < DEFAULT_MAX_CONNECTIONS && limits.max_connections == budget.public {
+        tracing::warn!(
+            "open files: limit {}{raised}; public connections at most {} (not {DEFAULT_MAX_CONNECTIONS}: raise `ulimit -n`), admin connections at most {}, {kept} kept for everything else",
+            budget.limit,
+            limits.max_connections,
+            budget.admin,
+        );
+    } else {
+        tracing::info!(
+            "open files: limit {}{raised}; public connections at most {}, admin connections at most {}, {kept} kept for everything else (caches, databases, tenant loads)",
+            budget.limit,
+            limits.max_connections,
+            budget.admin,
+        );
+    }
+}
+
+/// The HTTP/1 settings of both ports: a request head must arrive whole within
+/// `header_timeout` (which also bounds how long an idle keep-alive connection stays open, and
+/// a connection that never sends a byte) and hold at most `max_header_bytes`.
+pub fn http1_builder(header_timeout: Duration, max_header_bytes: usize) -> http1::Builder {
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .max_buf_size(max_header_bytes);
+    builder
+}
+
+/// Accepts connections, at most `cap` open at once: past it, new connections wait in the
+/// kernel's backlog (holding none of the process's descriptors) until one closes, and a
+/// warning says so once per [`LOG_EVERY`]. Failed accepts back off ([`AcceptBackoff`]).
+/// Both ports' accept loop.
+pub struct Acceptor {
+    listener: TcpListener,
+    connections: Arc<Semaphore>,
+    cap: usize,
+    /// What the warning says when the cap is reached (after "connection limit reached (N
+    /// open): ").
+    full: String,
+    last_full_log: Option<Instant>,
+    errors: AcceptBackoff,
+}
+
+impl Acceptor {
+    /// Accept on `listener`, at most `cap` connections at once; `what` names the port in the
+    /// log (`""` for the public one) and `full` says what to do when the cap is reached.
+    pub fn new(listener: TcpListener, cap: usize, what: &'static str, full: String) -> Acceptor {
+        Acceptor {
+            listener,
+            connections: Arc::new(Semaphore::new(cap)),
+            cap,
+            full,
+            last_full_log: None,
+            errors: AcceptBackoff {
+                what,
+                ..AcceptBackoff::default()
+            },
+        }
+    }
+
+    /// The next connection, with the permit it holds until it closes (drop the permit then);
+    /// `None` once `stop` resolves.
+    pub async fn accept<S: Future<Output = ()>>(
+        &mut self,
+        stop: &mut Pin<&mut S>,
+    ) -> Option<(TcpStream, SocketAddr, OwnedSemaphorePermit)> {
+        let permit = match self.connections.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                if self
+                    .last_full_log
+                    .is_none_or(|at| at.elapsed() >= LOG_EVERY)
+                {
+                    self.last_full_log = Some(Instant::now());
+                    tracing::warn!(
+                        "{}connection limit reached ({} open): {}",
+                        self.errors.what,
+                        self.cap,
+                        self.full
+                    );
+                }
+                tokio::select! {
+                    permit = self.connections.clone().acquire_owned() => permit.ok()?,
+                    () = stop.as_mut() => return None,
+                }
+            }
+        };
+        loop {
+            tokio::select! {
+                accepted = self.listener.accept() => match accepted {
+                    Ok((stream, peer)) => {
+                        self.errors.reset();
+                        return Some((stream, peer, permit));
+                    }
+                    Err(e) => {
+                        let pause = self.errors.failed(&e);
+                        tokio::select! {
+                            () = tokio::time::sleep(pause) => continue,
+                            () = stop.as_mut() => return None,
+                        }
+                    }
+                },
+                () = stop.as_mut() => return None,
+            }
+        }
+    }
 }
 
 /// Serve `site` on `listener` until SIGINT or SIGTERM; then wait up to `drain` for the
 /// requests in flight.
 pub async fn serve(listener: TcpListener, site: Site, drain: Duration) {
     let limits = ServerLimits::from_settings(&site.server_settings());
-    let connections = Arc::new(Semaphore::new(limits.max_connections));
+    log_file_budget(&limits);
     let budget = BodyBudget::new(limits.max_buffered_body_bytes)
         .with_responses(ResponseBudget::new(limits.max_buffered_response_bytes));
-    let mut builder = http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout)
-        .max_buf_size(limits.max_header_bytes);
+    let builder = http1_builder(limits.header_timeout, limits.max_header_bytes);
     let graceful = GracefulShutdown::new();
     let stop = shutdown_signal();
     tokio::pin!(stop);
-    let mut last_full_log: Option<Instant> = None;
-    let mut accept_errors = AcceptBackoff::default();
-    loop {
-        let permit = match connections.clone().try_acquire_owned() {
-            Ok(permit) => permit,
-            Err(_) => {
-                if last_full_log.is_none_or(|at| at.elapsed() >= LOG_EVERY) {
-                    last_full_log = Some(Instant::now());
-                    tracing::warn!(
-                        "connection limit reached ({} open): new connections wait until one closes (server['max_connections'] in config.py)",
-                        limits.max_connections
-                    );
-                }
-                tokio::select! {
-                    permit = connections.clone().acquire_owned() => match permit {
-                        Ok(permit) => permit,
-                        Err(_) => break,
-                    },
-                    () = &mut stop => break,
-                }
-            }
-        };
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => {
-                    accept_errors.reset();
-                    accepted
-                }
-                Err(e) => {
-                    let pause = accept_errors.failed(&e);
-                    tokio::select! {
-                        () = tokio::time::sleep(pause) => continue,
-                        () = &mut stop => break,
-                    }
-                }
-            },
-            () = &mut stop => break,
-        };
+    let mut acceptor = Acceptor::new(
+        listener,
+        limits.max_connections,
+        "",
+        "new connections wait until one closes (server['max_connections'] in config.py)".into(),
+    );
+    while let Some((stream, peer, permit)) = acceptor.accept(&mut stop).await {
         let _ = stream.set_nodelay(true);
         let site = site.clone();
         let budget = budget.clone();
@@ -204,7 +402,7 @@ pub async fn serve(listener: TcpListener, site: Site, drain: Duration) {
             drop(permit);
         });
     }
-    drop(listener);
+    drop(acceptor);
     tracing::warn!("shutting down: finishing the requests in flight");
     if tokio::time::timeout(drain, graceful.shutdown())
         .await
@@ -218,6 +416,8 @@ pub async fn serve(listener: TcpListener, site: Site, drain: Duration) {
 /// and are logged once per [`LOG_EVERY`] with how many there were.
 #[derive(Default)]
 struct AcceptBackoff {
+    /// The port, in the log: `""` or `"admin "`.
+    what: &'static str,
     pause: Option<Duration>,
     failures: u64,
     logged: Option<Instant>,
@@ -229,7 +429,8 @@ impl AcceptBackoff {
         if self.logged.is_none_or(|at| at.elapsed() >= LOG_EVERY) {
             self.logged = Some(Instant::now());
             tracing::warn!(
-                "accept failed: {error} ({} times since the last success); retrying with backoff",
+                "{}accept failed: {error} ({} times since the last success); retrying with backoff",
+                self.what,
                 self.failures
             );
         }
@@ -243,11 +444,15 @@ impl AcceptBackoff {
     fn reset(&mut self) {
         if self.failures > 0 {
             tracing::info!(
-                "accepting connections again after {} failures",
+                "{}accepting connections again after {} failures",
+                self.what,
                 self.failures
             );
         }
-        *self = AcceptBackoff::default();
+        *self = AcceptBackoff {
+            what: self.what,
+            ..AcceptBackoff::default()
+        };
     }
 }
 
@@ -273,5 +478,37 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = interrupt.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_public_port_leaves_a_reserve_of_files() {
+        // A high limit: 4096 connections, the rest kept.
+        let high = FileBudget::for_limit(20_000, None);
+        assert_eq!(high.public, DEFAULT_MAX_CONNECTIONS);
+        assert_eq!(high.reserve, FD_RESERVE);
+        assert_eq!(high.admin, crate::admin::MAX_CONNECTIONS);
+        // The common soft limit: half of it for connections.
+        let common = FileBudget::for_limit(1024, None);
+        assert_eq!(
+            (common.public, common.reserve, common.admin),
+            (512, 512, 64)
+        );
+        let middle = FileBudget::for_limit(3000, None);
+        assert_eq!((middle.public, middle.reserve), (1976, FD_RESERVE));
+        // A low limit: half, and the admin port a quarter of the rest.
+        let low = FileBudget::for_limit(96, None);
+        assert_eq!((low.public, low.reserve, low.admin), (48, 48, 12));
+        for limit in [64, 96, 256, 1024, 2048, 5000, 1 << 20] {
+            let b = FileBudget::for_limit(limit, None);
+            assert!(
+                b.public as u64 + b.admin as u64 + b.reserve / 2 <= limit,
+                "{limit}: {b:?}"
+            );
+        }
     }
 }

@@ -76,6 +76,50 @@ pub enum LoadError {
     Plugins(String),
 }
 
+impl LoadError {
+    /// Whether the failure is the moment's rather than the cache's: the cache could not be
+    /// read (any I/O error: out of file descriptors, out of memory, interrupted, ...), or a
+    /// step after reading failed with one of those ([`names_transient_os_error`]). Then the
+    /// same cache may load on the next try. Otherwise the bytes were read and refused
+    /// (checksum, key, format, version, sections, a native code hash that does not match), or
+    /// the cache is missing or not a regular file: the cache itself cannot be used.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            LoadError::Cache(cache::CacheError::Io { .. }) => true,
+            LoadError::Cache(cache::CacheError::File(crate::regular_file::FileError::Io {
+                ..
+            })) => true,
+            LoadError::Cache(_) => false,
+            LoadError::Engine(error) => names_transient_os_error(&error.to_string()),
+            LoadError::Sandbox(error) => names_transient_os_error(&error.to_string()),
+            LoadError::Plugins(message) => names_transient_os_error(message),
+        }
+    }
+}
+
+/// Whether `message` (an error turned into text by a lower layer) names an operating-system
+/// error that passes: out of file descriptors (`EMFILE`, `ENFILE`), out of memory (`ENOMEM`),
+/// interrupted (`EINTR`) or to be tried again (`EAGAIN`).
+pub fn names_transient_os_error(message: &str) -> bool {
+    [
+        libc::EMFILE,
+        libc::ENFILE,
+        libc::ENOMEM,
+        libc::EINTR,
+        libc::EAGAIN,
+    ]
+    .iter()
+    .any(|code| message.contains(&format!("(os error {code})")))
+        || [
+            "Too many open files",
+            "Cannot allocate memory",
+            "Resource temporarily unavailable",
+            "Interrupted system call",
+        ]
+        .iter()
+        .any(|text| message.contains(text))
+}
+
 /// Load the project at `root` from the cache in `dir`: [`open`], then [`serve_from`].
 pub fn load(
     engine: &SandboxEngine,
@@ -141,4 +185,52 @@ pub fn serve_from(
         recompiled,
         stamp,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{cache::CacheError, regular_file::FileError};
+
+    #[test]
+    fn read_errors_are_transient_and_refused_bytes_are_not() {
+        let io = |reason: &str| {
+            LoadError::Cache(CacheError::File(FileError::Io {
+                path: "bundle.bin".into(),
+                reason: reason.into(),
+            }))
+        };
+        assert!(io("Too many open files (os error 24)").is_transient());
+        assert!(io("Permission denied (os error 13)").is_transient());
+        assert!(
+            LoadError::Cache(CacheError::Io {
+                path: "x".into(),
+                reason: "Cannot allocate memory (os error 12)".into(),
+            })
+            .is_transient()
+        );
+        assert!(!LoadError::Cache(CacheError::Seal(cache::SealError::Checksum)).is_transient());
+        assert!(!LoadError::Cache(CacheError::Seal(cache::SealError::Decrypt)).is_transient());
+        assert!(!LoadError::Cache(CacheError::Missing("dir".into())).is_transient());
+        assert!(
+            !LoadError::Cache(CacheError::OtherVersion {
+                found: "0.0.1".into(),
+                expected: "0.1.0".into(),
+            })
+            .is_transient()
+        );
+        assert!(
+            !LoadError::Engine(engine::EngineError::Native("does not hash".into())).is_transient()
+        );
+        assert!(
+            LoadError::Engine(engine::EngineError::Link(
+                "failed to map: Cannot allocate memory (os error 12)".into()
+            ))
+            .is_transient()
+        );
+        assert!(
+            LoadError::Plugins("open: Too many open files (os error 24)".into()).is_transient()
+        );
+        assert!(!LoadError::Plugins("holds no such plugin".into()).is_transient());
+    }
 }

@@ -13,9 +13,15 @@
 //! A request is matched to a tenant by its host ([`hosts`]); an unknown host gets 404
 //! `{"detail":"Unknown host"}` unless a default tenant is named. Tenants load on their first
 //! request; beyond `max_loaded` the least recently used is unloaded, and an idle one after
-//! `idle_unload_s`. A tenant whose cache cannot be used is refused (503) until its cache
-//! changes, while the others keep serving; a loaded tenant whose new cache is bad keeps serving
-//! its last good version.
+//! `idle_unload_s`. A tenant whose cache cannot be used (read, and refused: corrupt, tampered
+//! with, wrong key, another version; or missing), or whose database is behind its build's
+//! migrations, is refused (503) while the others keep serving; it is tried again after a
+//! back-off ([`REFUSED_RETRY_MIN`] doubling up to [`REFUSED_RETRY_MAX`]) and at once when its
+//! cache changes. A load that fails for a reason of the moment (out of file descriptors or
+//! memory, interrupted, a database that cannot be opened now) refuses nothing: that request
+//! gets 503 with `Retry-After`, and a later one tries again ([`LoadFailure`]). A loaded tenant
+//! whose new cache cannot be loaded keeps serving its last good version, and the new one is
+//! tried again after the same back-offs.
 
 pub mod config;
 pub mod hosts;
@@ -41,6 +47,7 @@ use crate::{
     app::App,
     cache::CacheKey,
     data::Data,
+    db::migrations::MigrationError,
     request_body::BodyBudget,
     router::{self, Body},
     sandbox::{Limits, engine::SandboxEngine},
@@ -50,13 +57,89 @@ use config::{TenantConfig, TenantsConfig};
 use load::CacheStamp;
 use metrics::TenantMetrics;
 
+/// A refused tenant (see [`LoadFailure::Refused`]) is tried again on a request this long after
+/// the refusal; each new refusal of the same cache doubles the pause, up to
+/// [`REFUSED_RETRY_MAX`]. A change of its cache tries it again at once.
+pub const REFUSED_RETRY_MIN: Duration = Duration::from_secs(1);
+
+/// The longest pause between two tries of a refused tenant.
+pub const REFUSED_RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// After a load that could not be done now ([`LoadFailure::Unavailable`]), the tenant's
+/// requests get 503 at once for this long instead of each trying a load, so that a flood of
+/// requests during a shortage of files or memory is not a flood of loads; each further such
+/// failure doubles it, up to [`UNAVAILABLE_RETRY_MAX`].
+pub const UNAVAILABLE_RETRY_MIN: Duration = Duration::from_millis(250);
+
+/// The longest pause after loads that could not be done.
+pub const UNAVAILABLE_RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// Why a tenant's load failed, by what it means for the tenant.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LoadFailure {
+    /// The cache was read and cannot be used (its checksum, key, format, version or sections
+    /// are wrong), or there is none, or the tenant's database is behind its build's
+    /// migrations: the tenant is refused until a try after [`REFUSED_RETRY_MIN`]..
+    /// [`REFUSED_RETRY_MAX`] succeeds or its cache changes.
+    #[error("{0}")]
+    Refused(String),
+    /// The load could not be done now: reading failed (out of file descriptors, out of memory,
+    /// interrupted, any other I/O error), or the database could not be opened. It says nothing
+    /// about the cache: the tenant is not refused, the request gets 503 with `Retry-After`, and
+    /// a request after [`UNAVAILABLE_RETRY_MIN`]..[`UNAVAILABLE_RETRY_MAX`] tries again.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+impl LoadFailure {
+    /// Sorted by [`load::LoadError::is_transient`].
+    fn of(error: load::LoadError) -> LoadFailure {
+        if error.is_transient() {
+            LoadFailure::Unavailable(error.to_string())
+        } else {
+            LoadFailure::Refused(error.to_string())
+        }
+    }
+
+    pub fn is_refused(&self) -> bool {
+        matches!(self, LoadFailure::Refused(_))
+    }
+
+    pub fn reason(&self) -> &str {
+        match self {
+            LoadFailure::Refused(reason) | LoadFailure::Unavailable(reason) => reason,
+        }
+    }
+
+    /// The first pause after such a failure, and the longest.
+    fn pauses(&self) -> (Duration, Duration) {
+        match self {
+            LoadFailure::Refused(_) => (REFUSED_RETRY_MIN, REFUSED_RETRY_MAX),
+            LoadFailure::Unavailable(_) => (UNAVAILABLE_RETRY_MIN, UNAVAILABLE_RETRY_MAX),
+        }
+    }
+}
+
+/// What a tenant's last failed load left behind: why, and when a load may be tried again.
+#[derive(Debug, Clone)]
+struct Setback {
+    failure: LoadFailure,
+    /// No load is tried before this (unless the cache changes).
+    retry_at: Instant,
+    /// The pause that ends at `retry_at`; the next failure of the same kind doubles it.
+    pause: Duration,
+    /// The same failure happened on the try before (its log line is then shorter).
+    repeated: bool,
+}
+
 /// One tenant: its configuration and state that outlives loads; its project while loaded.
 pub struct Tenant {
     pub config: TenantConfig,
     /// The loaded version, if any. Requests clone the `Arc` and keep it until answered.
     current: ArcSwapOption<Version>,
-    /// Why the last load failed, while the cache has not changed since.
-    refused: Mutex<Option<String>>,
+    /// Why the last load failed and when to try again, until a load succeeds or the cache
+    /// changes.
+    setback: Mutex<Option<Setback>>,
     /// One load at a time; requests arriving meanwhile wait for it.
     loading: tokio::sync::Mutex<()>,
     /// The cache stamp the watcher saw last.
@@ -89,7 +172,7 @@ impl Tenant {
         Tenant {
             config,
             current: ArcSwapOption::empty(),
-            refused: Mutex::new(None),
+            setback: Mutex::new(None),
             loading: tokio::sync::Mutex::new(()),
             watched: Mutex::new(None),
             data: Mutex::new(data),
@@ -126,12 +209,59 @@ impl Tenant {
         self.current.load().is_some()
     }
 
-    /// Why the tenant is refused, if it is.
+    /// Why the tenant is refused, if it is: no version is loaded and its last load found its
+    /// cache unusable (or its database behind). A load that could not be done now is no refusal.
     pub fn refusal(&self) -> Option<String> {
-        self.refused
+        if self.is_loaded() {
+            return None;
+        }
+        self.setback()
+            .filter(|s| s.failure.is_refused())
+            .map(|s| s.failure.reason().to_string())
+    }
+
+    fn setback(&self) -> Option<Setback> {
+        self.setback
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// How long until a load may be tried again, while the last one's back-off runs.
+    fn waiting(&self) -> Option<Duration> {
+        self.setback()
+            .map(|s| s.retry_at.saturating_duration_since(Instant::now()))
+            .filter(|wait| !wait.is_zero())
+    }
+
+    /// Record a failed load: the next try waits the first pause for its kind, or twice the
+    /// last one after a failure of the same kind.
+    fn failed(&self, failure: LoadFailure) -> Setback {
+        let mut slot = self.setback.lock().unwrap_or_else(|e| e.into_inner());
+        let (first, longest) = failure.pauses();
+        let previous = slot.take();
+        let pause = match &previous {
+            Some(p) if p.failure.is_refused() == failure.is_refused() => {
+                (p.pause * 2).clamp(first, longest)
+            }
+            _ => first,
+        };
+        let setback = Setback {
+            repeated: previous.is_some_and(|p| p.failure == failure),
+            failure,
+            retry_at: Instant::now() + pause,
+            pause,
+        };
+        *slot = Some(setback.clone());
+        setback
+    }
+
+    /// Forget the last failure (a load succeeded, or the cache changed); returns it.
+    fn clear_setback(&self) -> Option<Setback> {
+        self.setback
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
     }
 
     fn limits(&self) -> Limits {
@@ -283,19 +413,22 @@ impl Tenants {
         tenant.last_used.store(self.now_ms(), Ordering::Relaxed);
         let span = tenant.span.clone();
         let response = match self.version(&tenant).instrument(span.clone()).await {
-            Some(version) => {
+            Ok(version) => {
                 router::respond(&version.app, request, peer, budget, body_timeout)
                     .instrument(span)
                     .await
             }
-            None => {
+            Err(wait) => {
                 let mut response = router::json(
                     StatusCode::SERVICE_UNAVAILABLE,
                     r#"{"detail":"Service Unavailable"}"#,
                 );
-                response
-                    .headers_mut()
-                    .insert(header::RETRY_AFTER, header::HeaderValue::from_static("5"));
+                // Whole seconds until the next try, at least 1.
+                let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+                response.headers_mut().insert(
+                    header::RETRY_AFTER,
+                    header::HeaderValue::from(seconds.max(1)),
+                );
                 response
             }
         };
@@ -305,47 +438,65 @@ impl Tenants {
         response
     }
 
-    /// The tenant's loaded version, loading it first if needed; `None` while it is refused.
-    async fn version(&self, tenant: &Arc<Tenant>) -> Option<Arc<Version>> {
+    /// The tenant's loaded version, loading it first if needed; else how long until a load is
+    /// tried again (while it is refused, or after a load that could not be done now).
+    async fn version(&self, tenant: &Arc<Tenant>) -> Result<Arc<Version>, Duration> {
         if let Some(version) = tenant.current.load_full() {
-            return Some(version);
+            return Ok(version);
         }
-        if tenant.refusal().is_some() {
-            return None;
+        if let Some(wait) = tenant.waiting() {
+            return Err(wait);
         }
         let _loading = tenant.loading.lock().await;
         // Another request may have loaded it (or failed to) while this one waited.
         if let Some(version) = tenant.current.load_full() {
-            return Some(version);
+            return Ok(version);
         }
-        if tenant.refusal().is_some() {
-            return None;
+        if let Some(wait) = tenant.waiting() {
+            return Err(wait);
         }
         match self.load(tenant).await {
             Ok(version) => {
+                if let Some(setback) = tenant.clear_setback() {
+                    let reason = setback.failure.reason();
+                    if setback.failure.is_refused() {
+                        tracing::warn!("loaded: no longer refused (it was: {reason})");
+                    } else {
+                        tracing::warn!("loaded (an earlier try could not be done: {reason})");
+                    }
+                }
                 let version = Arc::new(version);
                 tenant.current.store(Some(version.clone()));
                 self.unload_beyond_bound(tenant);
-                Some(version)
+                Ok(version)
             }
-            Err(reason) => {
-                // The watcher tries again once the cache changes from what was just tried.
+            Err(failure) => {
+                // A change of the cache from what was just tried tries it again at once.
                 let dir = tenant.config.cache_dir.clone();
                 *tenant.watched.lock().unwrap_or_else(|e| e.into_inner()) =
                     watch::cache_stamps(vec![dir]).await.pop().flatten();
-                tracing::error!(
-                    "cannot load {}: {reason}; refusing its requests until its cache changes",
-                    tenant.config.cache_dir.display()
-                );
-                *tenant.refused.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason);
                 tenant.metrics.load_failures.fetch_add(1, Ordering::Relaxed);
-                None
+                let setback = tenant.failed(failure);
+                let dir = tenant.config.cache_dir.display();
+                let (reason, pause) = (setback.failure.reason(), setback.pause);
+                match (&setback.failure, setback.repeated) {
+                    (LoadFailure::Refused(_), false) => tracing::error!(
+                        "cannot load {dir}: {reason}; refusing its requests, trying again in {pause:?} or once its cache changes"
+                    ),
+                    (LoadFailure::Refused(_), true) => tracing::warn!(
+                        "still cannot load {dir}: {reason}; trying again in {pause:?} or once its cache changes"
+                    ),
+                    (LoadFailure::Unavailable(_), _) => tracing::warn!(
+                        "cannot load {dir} now: {reason}; its requests get 503 (nothing is refused), trying again in {pause:?}"
+                    ),
+                }
+                Err(pause)
             }
         }
     }
 
     /// Load `tenant`'s project from its cache, off the async threads.
-    async fn load(&self, tenant: &Arc<Tenant>) -> Result<Version, String> {
+    async fn load(&self, tenant: &Arc<Tenant>) -> Result<Version, LoadFailure> {
         let engine = self.inner.engine.clone();
         let key = self.inner.key.clone();
         let config = tenant.config.clone();
@@ -354,9 +505,13 @@ impl Tenants {
         let started = Instant::now();
         let owner = tenant.clone();
         let loaded = tokio::task::spawn_blocking(move || {
-            let data = owner.data().map_err(|e| e.to_string())?;
+            // A database that cannot be opened now (out of files, a server away) is no
+            // verdict on the cache.
+            let data = owner
+                .data()
+                .map_err(|e| LoadFailure::Unavailable(e.to_string()))?;
             let (opened, stamp) =
-                load::open(&config.cache_dir, key.as_ref()).map_err(|e| e.to_string())?;
+                load::open(&config.cache_dir, key.as_ref()).map_err(LoadFailure::of)?;
             // A database behind the build's migrations is not served, unless the tenant's
             // section says `migrate = true` (then they are applied now).
             let ensured = tokio::runtime::Handle::current().block_on(
@@ -368,12 +523,17 @@ impl Tenants {
                         tracing::warn!("applied migration {name}");
                     }
                 }
-                Err(e) => {
-                    return Err(format!(
+                Err(
+                    e @ (MigrationError::Behind(_)
+                    | MigrationError::Changed(_)
+                    | MigrationError::Failed { .. }),
+                ) => {
+                    return Err(LoadFailure::Refused(format!(
                         "{e}: run `filerouter db migrate --project {}` for it, or set `migrate = true` in its section",
                         config.project.display()
-                    ));
+                    )));
                 }
+                Err(e) => return Err(LoadFailure::Unavailable(e.to_string())),
             }
             load::serve_from(
                 &engine,
@@ -384,10 +544,10 @@ impl Tenants {
                 data,
                 queue,
             )
-            .map_err(|e| e.to_string())
+            .map_err(LoadFailure::of)
         })
         .await
-        .map_err(|e| format!("loading panicked: {e}"))??;
+        .map_err(|e| LoadFailure::Refused(format!("loading panicked: {e}")))??;
         if loaded.recompiled {
             tracing::warn!(
                 "the cache's native code does not fit this machine; recompiled it from the baked component"
@@ -493,6 +653,18 @@ impl Tenants {
             let _entered = gone.span.enter();
             tracing::warn!("removed; its requests in flight finish");
         }
+        if config.server.reserved_instances != old.config.server.reserved_instances {
+            let scheduler = &self.inner.scheduler;
+            let workers = scheduler.workers();
+            match config.server.reserve(workers) {
+                Ok(reserve) => scheduler.set_reserve(reserve),
+                Err(e) => tracing::error!(
+                    "{}: {e}; keeping {} instances for tenants with nothing running",
+                    self.inner.file.display(),
+                    scheduler.reserve_setting()
+                ),
+            }
+        }
         self.inner
             .directory
             .store(Arc::new(Directory { config, tenants }));
@@ -534,7 +706,7 @@ impl Tenants {
         if same_project {
             *tenant.watched.lock().unwrap_or_else(|e| e.into_inner()) =
                 *previous.watched.lock().unwrap_or_else(|e| e.into_inner());
-            *tenant.refused.lock().unwrap_or_else(|e| e.into_inner()) = previous.refusal();
+            *tenant.setback.lock().unwrap_or_else(|e| e.into_inner()) = previous.setback();
             if let Some(version) = previous.current.load_full() {
                 match tenant.data().map_err(|e| e.to_string()).and_then(|data| {
                     version
@@ -555,30 +727,37 @@ impl Tenants {
         tenant
     }
 
-    /// Pick up new builds: reload loaded tenants whose cache changed, forgive refused ones.
+    /// Pick up new builds: reload loaded tenants whose cache changed (or whose new build
+    /// failed to load and whose back-off is over), and let refused ones be tried again at once.
     pub async fn check_caches(&self) {
         let tenants = self.all();
         let stamps =
             watch::cache_stamps(tenants.iter().map(|t| t.config.cache_dir.clone()).collect()).await;
         for (tenant, stamp) in tenants.into_iter().zip(stamps) {
-            {
+            let changed = {
                 let mut watched = tenant.watched.lock().unwrap_or_else(|e| e.into_inner());
-                if *watched == stamp {
-                    continue;
-                }
+                let changed = *watched != stamp;
                 *watched = stamp;
-            }
-            if tenant
-                .refused
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take()
-                .is_some()
+                changed
+            };
+            if changed {
+                if let Some(setback) = tenant.clear_setback()
+                    && setback.failure.is_refused()
+                    && !tenant.is_loaded()
+                {
+                    let _entered = tenant.span.enter();
+                    tracing::warn!("its cache changed: trying it again on its next request");
+                }
+                if tenant.is_loaded() && stamp.is_some() {
+                    self.reload_in_background(tenant);
+                }
+            } else if tenant.is_loaded()
+                && stamp.is_some()
+                && tenant
+                    .setback()
+                    .is_some_and(|s| s.retry_at <= Instant::now())
             {
-                let _entered = tenant.span.enter();
-                tracing::warn!("its cache changed: trying it again on its next request");
-            }
-            if tenant.is_loaded() && stamp.is_some() {
+                // A new build that failed to load, tried again after its back-off.
                 self.reload_in_background(tenant);
             }
         }
@@ -597,16 +776,34 @@ impl Tenants {
                 let dir = tenant.config.cache_dir.clone();
                 let now = watch::cache_stamps(vec![dir]).await.pop().flatten();
                 if running.stamp.is_some() && running.stamp == now {
+                    tenant.clear_setback();
                     return; // already serving this build
+                }
+                if tenant.waiting().is_some() {
+                    return; // a try that just failed set when the next one is
                 }
                 match this.load(&tenant).await {
                     Ok(version) => {
+                        tenant.clear_setback();
                         tenant.current.store(Some(Arc::new(version)));
                         tracing::warn!("new build picked up");
                     }
-                    Err(reason) => tracing::error!(
-                        "the new build cannot be used: {reason}; still serving the last good one"
-                    ),
+                    Err(failure) => {
+                        tenant.metrics.load_failures.fetch_add(1, Ordering::Relaxed);
+                        let setback = tenant.failed(failure);
+                        let (reason, pause) = (setback.failure.reason(), setback.pause);
+                        match (&setback.failure, setback.repeated) {
+                            (LoadFailure::Refused(_), false) => tracing::error!(
+                                "the new build cannot be used: {reason}; still serving the last good one, trying it again in {pause:?} or once the cache changes"
+                            ),
+                            (LoadFailure::Refused(_), true) => tracing::warn!(
+                                "the new build still cannot be used: {reason}; still serving the last good one, trying it again in {pause:?}"
+                            ),
+                            (LoadFailure::Unavailable(_), _) => tracing::warn!(
+                                "the new build cannot be loaded now: {reason}; still serving the last good one, trying it again in {pause:?}"
+                            ),
+                        }
+                    }
                 }
             }
             .instrument(span),

@@ -5,8 +5,12 @@
 //!   tenants at once, a broken one is logged (file and line) and the last good one stays.
 //! - A new build of a loaded tenant is loaded beside the running version and swapped in when it
 //!   is ready; requests in flight finish on the version they started on. A build that cannot be
-//!   used (corrupt, tampered with, wrong key) is logged and the last good version keeps serving.
-//!   A refused tenant is tried again once its cache changes.
+//!   used (corrupt, tampered with, wrong key) is logged and the last good version keeps serving;
+//!   it is tried again after a back-off (see [`super::REFUSED_RETRY_MIN`]), and at once when the
+//!   cache changes again.
+//! - A refused tenant (not loaded) is tried again on its next request once its cache changes,
+//!   or once its back-off is over, whether or not the cache changed (a database migrated
+//!   meanwhile, say).
 //! - Tenants idle for `idle_unload_s` are unloaded.
 //!
 //! Polling (a few `stat` calls per tick, off the async threads) rather than file events: it sees
