@@ -545,6 +545,87 @@ fn each_tenant_has_its_own_concurrency_cap_and_bounded_queue() {
 }
 
 #[test]
+fn a_group_of_busy_tenants_cannot_fill_the_instance_pool() {
+    // Eight instances, two kept for tenants with nothing running (a quarter). Alpha and beta
+    // hold every instance they may with handlers asleep for 4 s, and queue more behind them:
+    // without the reserve they would hold all eight, and gamma would wait 4 s for one.
+    let site = Site::new(
+        r#"
+        [defaults]
+        concurrency = 4
+        queue = 16
+
+        [tenant.alpha]
+        hosts = ["alpha.test"]
+        project = "alpha"
+
+        [tenant.beta]
+        hosts = ["beta.test"]
+        project = "beta"
+
+        [tenant.gamma]
+        hosts = ["gamma.test"]
+        project = "gamma"
+        "#,
+    );
+    let server = site.start(&["--workers", "8", "--admin", "127.0.0.1:0"]);
+    let admin = admin_url(&server);
+    for host in ["alpha.test", "beta.test", "gamma.test"] {
+        assert_eq!(get(&server, host, "/").status(), 200, "{host}");
+    }
+    let sleepers: Vec<_> = ["alpha.test", "beta.test"]
+        .into_iter()
+        .flat_map(|host| std::iter::repeat_n(host, 6))
+        .map(|host| {
+            let base = server.base.clone();
+            thread::spawn(move || {
+                support::client()
+                    .get(format!("{base}/slow?s=4"))
+                    .header("host", host)
+                    .send()
+                    .unwrap()
+                    .status()
+                    .as_u16()
+            })
+        })
+        .collect();
+    let running = |tenant: &str| -> u64 {
+        let text = support::client()
+            .get(format!("{admin}/metrics"))
+            .send()
+            .unwrap()
+            .text()
+            .unwrap();
+        let prefix = format!("filerouter_tenant_running{{tenant=\"{tenant}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    assert!(
+        eventually(Duration::from_secs(3), || running("alpha")
+            + running("beta")
+            >= 7),
+        "the sleepers did not start"
+    );
+    // Gamma has nothing running: it finds an instance at once, every time.
+    for _ in 0..5 {
+        let started = std::time::Instant::now();
+        let response = get(&server, "gamma.test", "/");
+        assert_eq!(response.status(), 200);
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_secs(2),
+            "gamma waited {took:?} behind alpha's and beta's sleepers"
+        );
+    }
+    // The busy tenants together held no more than the instances not kept for gamma.
+    assert!(running("alpha") + running("beta") <= 7);
+    let statuses: Vec<u16> = sleepers.into_iter().map(|t| t.join().unwrap()).collect();
+    assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+}
+
+#[test]
 fn tenants_file_edits_add_remove_and_reconfigure_without_a_restart() {
     let site = Site::new(
         r#"

@@ -34,7 +34,7 @@ use crate::{
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(file) = args.tenants.clone() {
-        return super::runtime()?.block_on(serve_tenants(args, file));
+        return super::serve_until_stopped(serve_tenants(args, file));
     }
     let root = args
         .project
@@ -42,7 +42,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         .with_context(|| format!("project folder {} not found", args.project.display()))?;
     // Before the runtime starts: finding the cache may evaluate config.py, on a runtime of its own.
     let dir = super::cache_dir(&root, args.cache_dir.as_deref())?;
-    super::runtime()?.block_on(serve(args, root, dir))
+    super::serve_until_stopped(serve(args, root, dir))
 }
 
 async fn serve(args: RunArgs, root: PathBuf, dir: PathBuf) -> anyhow::Result<()> {
@@ -168,6 +168,11 @@ async fn serve_tenants(args: RunArgs, file: PathBuf) -> anyhow::Result<()> {
         .unwrap_or((scheduler::cores() * TENANT_WORKERS_PER_CORE) as u32)
         .max(1);
     let scheduler = Scheduler::new(workers as usize);
+    let reserve = config
+        .server
+        .reserve(workers as usize)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+    scheduler.set_reserve(reserve);
     let engine = tokio::task::spawn_blocking(move || SandboxEngine::new(workers))
         .await
         .context("engine setup panicked")??;
