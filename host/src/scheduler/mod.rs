@@ -32,7 +32,11 @@
 //! (not when they end). When an instance is free, the waiting call of the queue with the
 //! smallest account goes first (a queue that was idle starts from the scheduler's virtual clock,
 //! the smallest active account, never going back, less 10 ms: idling banks no credit, and a
-//! light tenant's request still counts as poorer than a busy tenant's at once); within a queue, strictly first in, first out. A free guest
+//! light tenant's request still counts as poorer than a busy tenant's at once); within a queue, strictly first in, first out.
+//! Likewise for the threads: a call that becomes ready (admitted, or woken from a host call)
+//! starts its queue from the smallest account among the queues using or waiting for a thread,
+//! less the same 10 ms, so a queue whose calls slept in host calls while others computed banks
+//! no credit by it either (else a tenant could sleep its way ahead, then hold the threads). A free guest
 //! thread likewise takes the ready call of the poorest queue, and a running guest yields at
 //! its next epoch tick when a call of a queue that used clearly less CPU (5 ms) is waiting for
 //! a thread. Calls of one queue never preempt each other: they run to completion, giving up

@@ -385,3 +385,33 @@ async fn the_reserve_is_for_neighbours_and_never_every_instance() {
     let second = second.await.unwrap();
     drop((first, second));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_that_slept_while_another_used_the_threads_banks_no_credit() {
+    let scheduler = Scheduler::new(4);
+    let sleeper = scheduler.queue("sleeper", TWO);
+    let worker = scheduler.queue("worker", TWO);
+    // Both admitted at once, with equal accounts.
+    let sleeping = sleeper.turn().await.unwrap();
+    let working = worker.turn().await.unwrap();
+    let worker_account = worker.handle.shared.clone();
+    let slept = sleeping.run(LIMITS, |_| async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    });
+    // Meanwhile the worker uses the threads: five seconds of CPU (charged at once here) and
+    // still running when the sleeper wakes.
+    let worked = working.run(LIMITS, move |_| async move {
+        worker_account.charge(5_000_000_000);
+        spin(Duration::from_millis(150));
+    });
+    let (slept, worked) = tokio::join!(slept, worked);
+    slept.unwrap();
+    worked.unwrap();
+    // Waking, the sleeper starts from the CPU clock less the credit, not five seconds behind.
+    let credit = WAKE_CREDIT.as_nanos() as u64;
+    assert!(
+        sleeper.handle.shared.vtime() >= 5_000_000_000 - credit,
+        "{}",
+        sleeper.handle.shared.vtime()
+    );
+}

@@ -20,13 +20,13 @@ use std::{
     pin::Pin,
     sync::{
         Arc, Condvar, Mutex, OnceLock,
-        atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering},
     },
     task::{Context, Poll, Wake, Waker},
     time::Duration,
 };
 
-use super::{QueueShared, budget::Meter};
+use super::{QueueShared, WAKE_CREDIT, budget::Meter};
 
 type Work = Pin<Box<dyn Future<Output = ()> + Send>>;
 
@@ -48,6 +48,12 @@ pub(crate) struct Threads {
     idle: AtomicUsize,
     /// Makes running guests check their budget now (see [`Threads::set_nudge`]).
     nudge: OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// The queue each thread is running a call of now (by thread number).
+    running: Mutex<Vec<Option<Arc<QueueShared>>>>,
+    /// The CPU clock: the smallest account among the queues that want a thread (running or
+    /// ready), never going back. A call that becomes ready starts its queue from it, less the
+    /// wake credit (see [`Threads::push`]).
+    clock: AtomicU64,
 }
 
 /// One admitted call: its future, its meter, and where it is in its life.
@@ -71,6 +77,8 @@ impl Threads {
             closed: AtomicBool::new(false),
             idle: AtomicUsize::new(0),
             nudge: OnceLock::new(),
+            running: Mutex::new(vec![None; count.max(1)]),
+            clock: AtomicU64::new(0),
         });
         let runtime = tokio::runtime::Handle::try_current().ok();
         for n in 0..count.max(1) {
@@ -80,7 +88,7 @@ impl Threads {
                 .name(format!("filerouter-guest-{n}"))
                 .spawn(move || {
                     let _entered = runtime.as_ref().map(|r| r.enter());
-                    threads.work();
+                    threads.work(n);
                 });
             if let Err(e) = spawned {
                 tracing::error!("could not start a guest thread: {e}");
@@ -124,12 +132,22 @@ impl Threads {
         task
     }
 
+    /// Make `task` ready to run. Its queue's account is first raised to the CPU clock less
+    /// the wake credit: a queue whose calls waited on the host (asleep, or blocked on a
+    /// database) while others used the threads banks no CPU credit by it, just as an idle
+    /// queue banks none (see the scheduler's virtual clock), so a tenant cannot sleep its way
+    /// to the front and then hold the threads with CPU-bound calls.
     fn push(&self, task: Arc<Task>) {
         task.meter.mark_ready();
         if self.closed.load(Ordering::SeqCst) {
             return;
         }
         if let Ok(mut ready) = self.ready.lock() {
+            let clock = self.advance_clock(&ready);
+            if clock > 0 {
+                let floor = clock.saturating_sub(WAKE_CREDIT.as_nanos() as u64);
+                task.meter.queue().vtime.fetch_max(floor, Ordering::Relaxed);
+            }
             ready.push(task);
             self.ready_count.fetch_add(1, Ordering::SeqCst);
         }
@@ -142,8 +160,31 @@ impl Threads {
         }
     }
 
-    /// The ready call whose queue used the least CPU; the oldest of that queue.
-    fn next(&self) -> Option<Arc<Task>> {
+    /// Move the CPU clock up to the smallest account among the queues with a call ready (in
+    /// `ready`) or running on a thread; it never goes back. Returns it.
+    fn advance_clock(&self, ready: &[Arc<Task>]) -> u64 {
+        let running = self.running.lock().map(|r| {
+            r.iter()
+                .flatten()
+                .map(|q| q.vtime())
+                .min()
+                .unwrap_or(u64::MAX)
+        });
+        let least = ready
+            .iter()
+            .map(|t| t.meter.queue().vtime())
+            .min()
+            .unwrap_or(u64::MAX)
+            .min(running.unwrap_or(u64::MAX));
+        if least == u64::MAX {
+            return self.clock.load(Ordering::Relaxed);
+        }
+        self.clock.fetch_max(least, Ordering::Relaxed).max(least)
+    }
+
+    /// The ready call whose queue used the least CPU; the oldest of that queue. It is marked
+    /// as thread `n`'s before the ready list is let go, so the CPU clock always sees it.
+    fn next(&self, n: usize) -> Option<Arc<Task>> {
         let mut ready = self.ready.lock().ok()?;
         loop {
             if self.closed.load(Ordering::SeqCst) {
@@ -163,7 +204,9 @@ impl Threads {
             .min_by_key(|(_, t)| (t.meter.queue().vtime(), t.seq))
             .map(|(i, _)| i)?;
         self.ready_count.fetch_sub(1, Ordering::SeqCst);
-        Some(ready.swap_remove(best))
+        let task = ready.swap_remove(best);
+        self.set_running(n, Some(task.meter.queue().clone()));
+        Some(task)
     }
 
     /// Whether a call of another queue, one that used clearly less CPU than `mine`, is
@@ -181,9 +224,18 @@ impl Threads {
             .any(|t| !Arc::ptr_eq(t.meter.queue(), mine) && t.meter.queue().vtime() < threshold)
     }
 
-    fn work(&self) {
-        while let Some(task) = self.next() {
+    fn work(&self, n: usize) {
+        while let Some(task) = self.next(n) {
             task.run();
+            self.set_running(n, None);
+        }
+    }
+
+    fn set_running(&self, n: usize, queue: Option<Arc<QueueShared>>) {
+        if let Ok(mut running) = self.running.lock()
+            && let Some(slot) = running.get_mut(n)
+        {
+            *slot = queue;
         }
     }
 }
