@@ -211,8 +211,17 @@ impl VerifiedCode {
 }
 
 /// Log that the compiled file at `path` was refused and why, and remove it (best effort), so
-/// that the caller writes it again from its verified source.
+/// that the caller writes it again from its verified source. A file that could not be read
+/// (out of file descriptors or memory, interrupted) is not known to be bad: it stays, and the
+/// caller's fresh copy replaces it.
 pub fn discard(path: &Path, refusal: &Refusal) {
+    if let Refusal::Io(e) = refusal {
+        tracing::warn!(
+            "could not read compiled code {}: {e}; left in place (a failure of the moment, not a bad file)",
+            path.display()
+        );
+        return;
+    }
     tracing::warn!(
         "refusing compiled code {}: {refusal}; removing it, it is written again from its source",
         path.display()
@@ -698,5 +707,17 @@ mod tests {
                 read_hash == hash
             );
         }
+    }
+
+    #[test]
+    fn a_file_that_could_not_be_read_is_not_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("code.cwasm");
+        fs::write(&path, b"code").unwrap();
+        let emfile = std::io::Error::from_raw_os_error(libc::EMFILE);
+        discard(&path, &Refusal::Io(emfile));
+        assert!(path.exists(), "EMFILE says nothing about the file");
+        discard(&path, &Refusal::Link);
+        assert!(!path.exists(), "a refused file is removed");
     }
 }
