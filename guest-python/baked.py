@@ -15,6 +15,8 @@ import importlib.util
 import io
 import sys
 
+import importing
+
 # Route file (relative to routes/) -> the module imported at build time.
 MODULES = {}
 # Root file (`middleware.py`, `docs.py`, `not-found.py`) -> its module, imported at build time.
@@ -66,7 +68,9 @@ def install(files):
     """Keep `files` ((path, source) pairs) importable through `SourceFinder`."""
     SOURCES.update(dict(files))
     if not any(isinstance(f, SourceFinder) for f in sys.meta_path):
-        sys.meta_path.insert(0, SourceFinder())
+        # After the standard library's finder: a route folder (`routes/email/`) never shadows
+        # a standard-library module.
+        sys.meta_path.insert(importing.after_stdlib(), SourceFinder())
 
 
 class PackageFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):

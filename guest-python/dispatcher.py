@@ -15,6 +15,8 @@ import random
 import preload  # noqa: F401, I001
 
 import describe
+import importing
+import nonetwork  # noqa: F401  (network errors that say there is no network)
 import pipeline
 import project
 import settings
@@ -36,6 +38,7 @@ METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 def _start_instance():
     # The snapshot froze `random`'s state; without this every instance would draw the same numbers.
     random.seed(os.urandom(32))
+    importing.hide()
 
 
 def _handlers(module):
@@ -93,6 +96,7 @@ class Guest(exports.Guest):
             raise Err(project.error_report(exc)) from None
 
     def bake(self, files, routes, root_files, packages):
+        importing.hide()
         try:
             project.bake(files, routes, root_files, packages)
         except BaseException as exc:
@@ -133,3 +137,9 @@ class Guest(exports.Guest):
             return settings.evaluate(source)
         except BaseException as exc:
             raise Err(project.error_report(exc)) from None
+
+
+# Last: from here on, standard-library modules outside the snapshot come from the host, and the
+# guest's own modules are listed for hiding from route code (importing.py).
+importing.install()
+importing.seal()

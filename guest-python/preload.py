@@ -1,9 +1,11 @@
-"""Standard-library modules that route code may import.
+"""Standard-library modules imported at build time, into the guest's snapshot.
 
-componentize-py keeps only the modules imported while it builds the component (its snapshot);
-the standard library is not present as files at run time. Importing them here, at build time,
-puts them into the snapshot, so `import decimal` in a route file costs a dictionary lookup.
-The README lists this set; extend it here to offer more.
+componentize-py keeps the modules imported while it builds the component (its snapshot); the
+standard library is not present as files at run time. Importing these here, at build time, puts
+them into the snapshot, so `import decimal` in a route file costs a dictionary lookup. Every
+other pure-Python module of the standard library is importable too, from compiled code the host
+keeps (importing.py), at the cost of an unmarshal on its first import in a request. The README
+lists this set; add a module here when routes or common packages import it at module level.
 """
 
 # ruff: noqa: F401
@@ -135,9 +137,3 @@ except ImportError:
     import nossl as ssl
 
     sys.modules["ssl"] = ssl
-
-MODULES = sorted(
-    name
-    for name, module in list(sys.modules.items())
-    if module is not None and not name.startswith(("_", "wit_world", "componentize"))
-)

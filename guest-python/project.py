@@ -13,7 +13,7 @@ import traceback
 import types
 
 import baked
-import preload
+import importing
 import wit_text
 
 from wit_world.imports.types import Frame, ProjectError
@@ -141,20 +141,22 @@ def suggestions_for(exc):
     elif isinstance(exc, AttributeError) and getattr(exc, "name", None) and getattr(exc, "obj", None) is not None:
         for match in _close(exc.name, dir(exc.obj)):
             out.append(f"Did you mean `.{match}`?")
-    elif isinstance(exc, ImportError):
+    elif isinstance(exc, ModuleNotFoundError):
         name = getattr(exc, "name", None) or ""
         top = name.split(".")[0]
-        stdlib = [m for m in preload.MODULES if "." not in m]
-        for match in _close(top, stdlib):
-            if match != top:
-                out.append(f"Did you mean `{match}`?")
-        out.append(
-            f"`{name or 'that module'}` is not available in the sandbox. A pure-Python package from "
-            "PyPI can be: list it in requirements.txt and run `filerouter packages install` "
-            "(packages with native code cannot run in the sandbox). Route code can also import "
-            "your own helpers from private folders (routes/_lib/) and these standard-library "
-            "modules: " + ", ".join(stdlib)
-        )
+        # A standard-library module the sandbox cannot have, or a FastAPI name: the message
+        # says why and what to use instead. Otherwise the module is not installed.
+        if top and top not in sys.stdlib_module_names and top not in importing.ADVICE:
+            stdlib = [m for m in sys.stdlib_module_names if not m.startswith("_") and importing.unavailable(m) is None]
+            for match in _close(top, stdlib):
+                if match != top:
+                    out.append(f"Did you mean `{match}`?")
+            out.append(
+                f"`{top}` is neither in the standard library nor in the project. A pure-Python package "
+                "from PyPI can be: list it in requirements.txt and run `filerouter packages install` "
+                "(packages with native code cannot run in the sandbox). Your own helpers go in private "
+                "folders under routes/ (`routes/_lib/helpers.py`, imported as `_lib.helpers`)."
+            )
     elif isinstance(exc, IndentationError):
         out.append("Indent with 4 spaces and do not mix tabs and spaces")
     elif isinstance(exc, SyntaxError):

@@ -9,6 +9,10 @@
 //! The result is zstd-compressed into `OUT_DIR/guest.wasm.zst`, and its SHA-256 is exported as
 //! `FILEROUTER_GUEST_SHA256`. Built components are kept in `target/guest-tools/built/` keyed by
 //! the hash of every input, so switching profiles does not rebuild them.
+//!
+//! The same componentize-py also compiles its standard library to code objects
+//! (`host/stdlib.py`, see [`stdlib`]) into `OUT_DIR/stdlib.bin.zst`, once per componentize-py
+//! version and script.
 
 use std::{
     env, fs,
@@ -88,6 +92,67 @@ fn main() {
     fs::write(out.join("guest.wasm.zst"), compressed).expect("write guest.wasm.zst");
     println!("cargo:rustc-env=FILEROUTER_GUEST_SHA256={sha}");
     println!("cargo:rustc-env=FILEROUTER_COMPONENTIZE_PY_VERSION={COMPONENTIZE_PY_VERSION}");
+
+    stdlib(&manifest, &tools, &out);
+}
+
+/// The guest's standard library compiled to code objects, zstd-compressed into
+/// `OUT_DIR/stdlib.bin.zst` (the host hands modules to the guest from it: see
+/// `host/src/sandbox/stdlib.rs`). `host/stdlib.py` does the compiling inside a throwaway
+/// componentize-py build, on the guest's own CPython and its own copy of the standard library.
+/// Kept in `target/guest-tools/built/`, keyed by the componentize-py version and the script:
+/// editing the guest does not compile it again.
+fn stdlib(manifest: &Path, tools: &Path, out: &Path) {
+    let script_path = manifest.join("stdlib.py");
+    println!("cargo:rerun-if-changed={}", script_path.display());
+    let script = fs::read(&script_path).expect("read host/stdlib.py");
+    let mut hasher = Sha256::new();
+    hasher.update(COMPONENTIZE_PY_VERSION.as_bytes());
+    hasher.update(&script);
+    let key = hex::encode(hasher.finalize());
+    let built = tools
+        .join("built")
+        .join(format!("stdlib-{}.bin.zst", &key[..16]));
+    if !built.exists() {
+        // Per process: two builds of different profiles may run this at once.
+        let work = tools.join(format!("stdlib-{}-{}", &key[..16], std::process::id()));
+        let _ = fs::remove_dir_all(&work);
+        let (app, wit) = (work.join("app"), work.join("wit"));
+        fs::create_dir_all(&app).expect("create the stdlib build folder");
+        fs::create_dir_all(&wit).expect("create the stdlib build folder");
+        fs::write(
+            wit.join("world.wit"),
+            "package filerouter:stdlib-compiler;\n\nworld compiler {}\n",
+        )
+        .expect("write the compiler's world");
+        fs::write(app.join("filerouter_stdlib.py"), &script).expect("write host/stdlib.py");
+        let componentize = componentize_py(tools);
+        let status = Command::new(&componentize)
+            .arg("-d")
+            .arg(&wit)
+            .arg("-w")
+            .arg("compiler")
+            .arg("componentize")
+            .arg("-p")
+            .arg(&app)
+            .arg("-o")
+            .arg(work.join("unused.wasm"))
+            .arg("filerouter_stdlib")
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .status()
+            .unwrap_or_else(|e| panic!("run {}: {e}", componentize.display()));
+        assert!(
+            status.success(),
+            "componentize-py failed to compile the standard library ({status})"
+        );
+        let raw = fs::read(app.join("stdlib.bin")).expect("read the compiled standard library");
+        let compressed = zstd::encode_all(&raw[..], 19).expect("compress the standard library");
+        let tmp = built.with_extension("zst.tmp");
+        fs::write(&tmp, compressed).expect("store the compiled standard library");
+        fs::rename(&tmp, &built).expect("store the compiled standard library");
+        let _ = fs::remove_dir_all(&work);
+    }
+    fs::copy(&built, out.join("stdlib.bin.zst")).expect("copy stdlib.bin.zst");
 }
 
 /// Every file under `dir` whose extension is one of `exts`, skipping `__pycache__`.

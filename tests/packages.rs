@@ -189,6 +189,92 @@ with zipfile.ZipFile(sys.argv[1], "w") as z:
     assert!(stderr.contains("no requirements.txt"), "{stderr}");
 }
 
+/// A source distribution that needs a compiler (here one that runs `cargo`, as a Rust
+/// extension's build does) is named, and refused, without anything being compiled: the
+/// installer runs with every compiler replaced by a stand-in that fails at once (issue 24).
+#[test]
+fn a_source_that_needs_a_compiler_is_refused_without_compiling() {
+    const TEST: &str = "a_source_that_needs_a_compiler_is_refused_without_compiling";
+    let venv = match python_venv() {
+        Ok(venv) => venv,
+        Err(why) => return missing(TEST, &why, "python3 and python3-venv, and reach PyPI"),
+    };
+    let project = Project::new(&[(".packages/keep.txt", "installed earlier\n")]);
+    let sdist = project.path().join("dist/needsrust-1.0.tar.gz");
+    let compiled = project.path().join("COMPILED");
+    std::fs::create_dir_all(sdist.parent().unwrap()).unwrap();
+    let setup = r#"
+import subprocess
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+class build_with_cargo(build_py):
+    def run(self):
+        subprocess.run(["cargo", "--version"], check=True)
+        with open(MARKER, "w") as f:
+            f.write("compiled")
+        super().run()
+
+setup(name="needsrust", version="1.0", packages=["needsrust"], cmdclass={"build_py": build_with_cargo})
+"#
+    .replace("MARKER", &format!("{:?}", compiled.to_str().unwrap()));
+    let script = r#"
+import io, sys, tarfile
+files = {
+    "needsrust-1.0/setup.py": sys.argv[2],
+    "needsrust-1.0/needsrust/__init__.py": "",
+    "needsrust-1.0/PKG-INFO": "Metadata-Version: 2.1\nName: needsrust\nVersion: 1.0\n",
+}
+with tarfile.open(sys.argv[1], "w:gz") as tar:
+    for name, text in files.items():
+        data = text.encode()
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+"#;
+    run_tool(
+        Command::new(venv.join("bin/python"))
+            .args(["-c", script])
+            .arg(&sdist)
+            .arg(&setup),
+    )
+    .unwrap();
+    project.write(
+        "requirements.txt",
+        &format!("needsrust @ file://{}\n", sdist.display()),
+    );
+    let (code, stdout, stderr) = install(&project, venv.join("bin/python").to_str().unwrap());
+    assert_ne!(code, 0, "{stdout}\n{stderr}");
+    // Said before the build, and named when it failed.
+    assert!(
+        stderr.contains(
+            "needsrust 1.0: no wheel to install, so it is built from its source, without a compiler"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("a package needs a compiler to build from source"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("needsrust 1.0: it has no wheel, building it from source needs a compiler"),
+        "{stderr}"
+    );
+    assert!(!compiled.exists(), "the build ran cargo: {stderr}");
+    assert!(project.path().join(".packages/keep.txt").exists());
+    assert!(!project.path().join(".packages/needsrust").exists());
+    for scratch in [
+        ".packages.new",
+        ".packages.nocompilers",
+        ".packages.resolve",
+    ] {
+        assert!(
+            !project.path().join(scratch).exists(),
+            "{scratch} left behind"
+        );
+    }
+}
+
 /// Environment markers are evaluated for the sandbox (CPython 3.14 on wasm32 WASI), not for the
 /// machine that runs pip: SQLAlchemy 2.0 requires greenlet, which is native code, only
 /// `platform_machine == "x86_64" or ...` (true here, false in the sandbox), so greenlet is left

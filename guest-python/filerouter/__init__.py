@@ -11,7 +11,9 @@ Route files use it like FastAPI::
         return {"id": id}
 """
 
-from . import db, kv, plugins
+# `passwords` also gives `hashlib` its `pbkdf2_hmac` and `scrypt`, and brings the sandbox's own
+# `bcrypt` and `argon2` packages into the snapshot.
+from . import db, kv, passwords, plugins
 from .exceptions import HTTPException
 from .forms import FormData, UploadFile
 from .markers import Body, Cookie, Field, File, Form, Header, Path, Query
@@ -49,5 +51,6 @@ __all__ = [
     "UploadFile",
     "db",
     "kv",
+    "passwords",
     "plugins",
 ]

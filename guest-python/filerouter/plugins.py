@@ -22,7 +22,14 @@ request and dropped with it.
 """
 
 from wit_world.imports import plugins as _host
+# Imported here, never inside a function: the guest hides componentize-py's modules from route
+# code before it runs (importing.py), so a later import by name would fail.
 from wit_world.imports.plugins import (
+    CallError_OutOfRange,
+    CallError_Returned,
+    CallError_Trapped,
+    CallError_Unknown,
+    CallError_WrongType,
     Node_Attributes,
     Node_Big,
     Node_Boolean,
@@ -259,14 +266,6 @@ class _Function:
 
 
 def _error(exc, plugin, function):
-    from wit_world.imports.plugins import (  # noqa: PLC0415
-        CallError_OutOfRange,
-        CallError_Returned,
-        CallError_Trapped,
-        CallError_Unknown,
-        CallError_WrongType,
-    )
-
     error = getattr(exc, "value", None)
     if isinstance(error, CallError_Returned):
         return PluginError(_decode(error.value), plugin, function)

@@ -12,6 +12,7 @@
 //! `routes/` folder into a route table; [`project`] asks the guest what each route file
 //! defines; [`catalog`] describes the API for [`docs`]; [`data`] is the state that outlives a
 //! request ([`db`], the project's SQL database, and [`kv`], its key-value store); [`plugins`] are the project's own WebAssembly components that route code calls;
+//! [`passwords`] hashes route code's passwords on the host, at native speed;
 //! [`reload`] keeps it all current in `dev`; [`admin`] serves metrics of `run --tenants`;
 //! [`cli`] has one module per command.
 //!
@@ -32,6 +33,7 @@ pub mod http_checks;
 pub mod kv;
 pub mod logging;
 pub mod packages;
+pub mod passwords;
 pub mod plugins;
 pub mod project;
 pub mod public;

@@ -18,9 +18,18 @@
 //! `greenlet; platform_machine == "x86_64" or ...`, true on the host and false on wasm32, is
 //! left out instead of refused, and a wheel with native code is known, and said, before
 //! anything is built. uv has no WASI target and no report: with uv, markers are the host's.
+//!
+//! Nothing is ever compiled: the installer runs with the C compiler variables set to `false`
+//! and, first on its `PATH`, stand-ins for the compilers and Rust's tools that fail at once
+//! ([`NO_COMPILERS`]). A package with an optional extension falls back to pure Python; one whose
+//! source needs a compiler (a Rust extension, say) fails to build within seconds instead of
+//! compiling for minutes, and is refused by name ([`PackagesError::NeedsCompiler`]).
+//! With pip, a requirement on a distribution the sandbox has its own module for ([`PROVIDED`]:
+//! `bcrypt`, `argon2-cffi`, directly or through extras such as `passlib[bcrypt]`) is satisfied
+//! by that module: it is said, and neither it nor what it requires is installed.
 
 use std::{
-    collections::BTreeSet,
+    collections::{BTreeMap, BTreeSet},
     ffi::OsString,
     fmt, fs,
     path::{Path, PathBuf},
@@ -52,12 +61,40 @@ pub const SANDBOX_MARKERS: &[(&str, &str)] = &[
     ("sys_platform", "wasi"),
 ];
 
+/// Distributions the sandbox has its own module for, by their normalized name, with what takes
+/// their place: a requirement on one (`passlib[bcrypt]`, `pwdlib[argon2]`, `bcrypt` itself) is
+/// satisfied without installing it, or anything it requires. PyPI's are native code the sandbox
+/// cannot load; the sandbox's compute on the host (`crate::passwords`).
+pub const PROVIDED: &[(&str, &str)] = &[
+    (
+        "bcrypt",
+        "the sandbox has its own `bcrypt` module (PyPI bcrypt's API, computed by the host at native speed)",
+    ),
+    (
+        "argon2-cffi",
+        "the sandbox has its own `argon2` module (argon2-cffi's API, computed by the host at native speed)",
+    ),
+];
+
 /// How many times pip resolves again with requirements the sandbox needs that the host's
 /// resolution left out (their marker is false on the host, true in the sandbox).
 const ROUNDS: usize = 4;
 
 /// The scratch folder of a resolution (pip's report), relative to the project; removed after.
 const SCRATCH: &str = ".packages.resolve";
+
+/// The folder of the compiler stand-ins put first on the installer's `PATH`, relative to the
+/// project; removed after. Each prints [`NO_COMPILER`] and fails.
+const NO_COMPILERS: &str = ".packages.nocompilers";
+
+/// What the stand-ins print: the sign, in the installer's output, that a build needed one.
+const NO_COMPILER: &str = "filerouter: no compiler while installing for the sandbox";
+
+/// The tools a build of native code runs, by the names it finds them on `PATH`.
+const COMPILERS: &[&str] = &[
+    "cc", "c++", "gcc", "g++", "clang", "clang++", "gfortran", "cargo", "rustc", "rustup", "go",
+    "zig", "cmake", "ninja", "meson",
+];
 
 /// Why `packages install` did not install.
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +120,14 @@ pub enum PackagesError {
         .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n  ")
     )]
     NativeCode(Vec<Native>),
+    #[error(
+        "{} to build from source, and the sandbox cannot load native code (it runs CPython compiled to WebAssembly, which imports pure-Python packages only), so {} cannot be installed for it; filerouter installs with compilers blocked, so nothing was compiled:\n  {}\nnothing was installed; .packages/ is as it was\n\nthe installer's output ends with:\n{}",
+        if .0.len() == 1 { "a package needs a compiler" } else { "packages need a compiler" },
+        if .0.len() == 1 { "it" } else { "they" },
+        .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n  "),
+        .1
+    )]
+    NeedsCompiler(Vec<Native>, String),
     #[error("{0}: {1}")]
     Io(String, std::io::Error),
     #[error("{0}")]
@@ -102,13 +147,11 @@ pub struct Native {
 
 impl fmt::Display for Native {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} {}: {}",
-            self.name,
-            self.version,
-            self.evidence.join(", ")
-        )
+        f.write_str(&self.name)?;
+        if !self.version.is_empty() {
+            write!(f, " {}", self.version)?;
+        }
+        write!(f, ": {}", self.evidence.join(", "))
     }
 }
 
@@ -125,12 +168,17 @@ pub enum Note {
         version: String,
         wheel: String,
     },
+    /// A distribution with no wheel to install: it is built from its source, without a
+    /// compiler.
+    FromSource { name: String, version: String },
     /// Requirements the sandbox needs that the host's resolution left out (their marker is
     /// false on the host): pip resolves again with them.
     Resolving(Vec<String>),
     /// Markers are evaluated for the host, not the sandbox (uv, or a pip without `--report`),
     /// and why.
     HostMarkers(String),
+    /// A distribution the sandbox has its own module for ([`PROVIDED`]): not installed.
+    Provided(Provided),
 }
 
 impl fmt::Display for Note {
@@ -145,12 +193,17 @@ impl fmt::Display for Note {
                 f,
                 "{name} {version}: its wheel {wheel} has native code, which the sandbox cannot load: building {name} from source without a C compiler (for its pure-Python fallback, if it has one)"
             ),
+            Note::FromSource { name, version } => write!(
+                f,
+                "{name} {version}: no wheel to install, so it is built from its source, without a compiler (the sandbox cannot load native code)"
+            ),
             Note::Resolving(requirements) => write!(
                 f,
                 "the sandbox also needs {} (the marker is true there, not on this machine): resolving again",
                 requirements.join(", ")
             ),
             Note::HostMarkers(why) => f.write_str(why),
+            Note::Provided(provided) => write!(f, "{provided}"),
         }
     }
 }
@@ -208,6 +261,34 @@ impl fmt::Display for Skipped {
     }
 }
 
+/// A distribution left out because the sandbox has its own module in its place.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Provided {
+    pub name: String,
+    /// The version the host's resolution picked, when it picked one.
+    pub version: Option<String>,
+    /// The distribution whose requirement it is; None for the project's own requirement.
+    pub by: Option<String>,
+}
+
+impl fmt::Display for Provided {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = PROVIDED
+            .iter()
+            .find(|(name, _)| *name == normalize(&self.name))
+            .map_or("the sandbox has its own module for it", |(_, what)| what);
+        write!(f, "{}", self.name)?;
+        if let Some(version) = &self.version {
+            write!(f, " {version}")?;
+        }
+        match &self.by {
+            Some(by) => write!(f, " ({by}'s dependency)")?,
+            None => write!(f, " (the project's requirement)")?,
+        }
+        write!(f, ": not installed, {what}")
+    }
+}
+
 /// One installed distribution.
 #[derive(Debug, Clone)]
 pub struct Dist {
@@ -261,8 +342,14 @@ impl Installer {
     }
 
     /// The install of `what` (requirement arguments) into `target`, building `no_binary` from
-    /// source without a C compiler.
-    fn command(&self, target: &Path, what: &[OsString], no_binary: &BTreeSet<String>) -> Command {
+    /// source, without a compiler: `no_compilers` holds the stand-ins put first on `PATH`.
+    fn command(
+        &self,
+        target: &Path,
+        what: &[OsString],
+        no_binary: &BTreeSet<String>,
+        no_compilers: &Path,
+    ) -> Command {
         let mut command = match self {
             Installer::Pip { python } => {
                 let mut c = Command::new(python);
@@ -296,14 +383,21 @@ impl Installer {
             }
         };
         command.args(what);
-        if !no_binary.is_empty() {
-            // Building from source without a compiler: optional C extensions fail to build and
-            // the package's pure-Python build is what gets installed.
-            command
-                .env("CC", "false")
-                .env("CXX", "false")
-                .env("LDSHARED", "false");
+        // Whatever is built from source is built without a compiler: optional C extensions
+        // fail to build and the package's pure-Python build is what gets installed; a build
+        // that needs a compiler fails at once (nothing it could compile would load).
+        let mut path = vec![no_compilers.to_path_buf()];
+        path.extend(
+            std::env::var_os("PATH")
+                .map_or_else(Vec::new, |p| std::env::split_paths(&p).collect::<Vec<_>>()),
+        );
+        if let Ok(path) = std::env::join_paths(path) {
+            command.env("PATH", path);
         }
+        command
+            .env("CC", "false")
+            .env("CXX", "false")
+            .env("LDSHARED", "false");
         command
     }
 
@@ -431,8 +525,13 @@ pub fn install(
     let requirements = Requirements::find(root)?;
     let staging = root.join(".packages.new");
     let mut no_binary: BTreeSet<String> = BTreeSet::new();
+    // Built from source, by normalized name: the distribution and why, for a refusal.
+    let mut from_source: BTreeMap<String, Native> = BTreeMap::new();
     let what: Vec<OsString> = match plan(root, installer, &requirements, note)? {
         Some(plan) => {
+            for provided in plan.provided {
+                note(Note::Provided(provided));
+            }
             for skipped in plan.skipped {
                 note(Note::Skipped(skipped));
             }
@@ -441,13 +540,34 @@ pub fn install(
                 // Known from the report before anything is installed: go to the source at once.
                 if pick.native_wheel
                     && !pick.direct
-                    && let Some(wheel) = pick.wheel
+                    && let Some(wheel) = &pick.wheel
                 {
                     no_binary.insert(normalize(&pick.name));
+                    from_source.insert(
+                        normalize(&pick.name),
+                        Native {
+                            name: pick.name.clone(),
+                            version: pick.version.clone(),
+                            evidence: vec![format!("its wheel {wheel} has native code")],
+                        },
+                    );
                     note(Note::NativeWheel {
                         name: pick.name,
                         version: pick.version,
-                        wheel,
+                        wheel: wheel.clone(),
+                    });
+                } else if pick.wheel.is_none() {
+                    from_source.insert(
+                        normalize(&pick.name),
+                        Native {
+                            name: pick.name.clone(),
+                            version: pick.version.clone(),
+                            evidence: vec!["it has no wheel".into()],
+                        },
+                    );
+                    note(Note::FromSource {
+                        name: pick.name,
+                        version: pick.version,
                     });
                 }
                 pins.push(pick.requirement.into());
@@ -470,7 +590,20 @@ pub fn install(
             .map_err(|e| PackagesError::Io(staging.display().to_string(), e))?;
         Vec::new()
     } else {
-        fill(root, &staging, installer, &what, &mut no_binary)?
+        let no_compilers = root.join(NO_COMPILERS);
+        let filled = stand_ins(&no_compilers).and_then(|()| {
+            fill(
+                root,
+                &staging,
+                installer,
+                &what,
+                &mut no_binary,
+                &mut from_source,
+                &no_compilers,
+            )
+        });
+        remove(&no_compilers)?;
+        filled?
     };
     for leftover in ["bin", "__pycache__"] {
         remove(&staging.join(leftover))?;
@@ -504,10 +637,12 @@ fn fill(
     installer: &Installer,
     what: &[OsString],
     no_binary: &mut BTreeSet<String>,
+    from_source: &mut BTreeMap<String, Native>,
+    no_compilers: &Path,
 ) -> Result<Vec<(Dist, Option<Native>)>, PackagesError> {
     loop {
         remove(staging)?;
-        let mut command = installer.command(staging, what, no_binary);
+        let mut command = installer.command(staging, what, no_binary, no_compilers);
         command.current_dir(root);
         let shown = format!("{command:?}");
         let output = command.output().map_err(|e| {
@@ -516,6 +651,10 @@ fn fill(
         if !output.status.success() {
             remove(staging)?;
             let mut text = both(&output);
+            let needing = needs_compiler(&text, from_source);
+            if !needing.is_empty() {
+                return Err(PackagesError::NeedsCompiler(needing, tail(&text, 30)));
+            }
             if !no_binary.is_empty() {
                 text.push_str(&format!(
                     "\n(filerouter was building {} from source without a C compiler, because its wheels carry native code the sandbox cannot load)",
@@ -533,17 +672,145 @@ fn fill(
         if native.is_empty() {
             return Ok(found);
         }
-        let fresh: Vec<String> = native
+        let fresh: Vec<&Native> = native
             .iter()
-            .map(|n| normalize(&n.name))
-            .filter(|n| !no_binary.contains(n))
+            .filter(|n| !no_binary.contains(&normalize(&n.name)))
             .collect();
         if fresh.is_empty() {
             remove(staging)?;
             return Err(PackagesError::NativeCode(native));
         }
-        no_binary.extend(fresh);
+        for found in fresh {
+            no_binary.insert(normalize(&found.name));
+            from_source.insert(
+                normalize(&found.name),
+                Native {
+                    name: found.name.clone(),
+                    version: found.version.clone(),
+                    evidence: vec![format!(
+                        "its wheel has native code ({})",
+                        found.evidence.join(", ")
+                    )],
+                },
+            );
+        }
     }
+}
+
+/// Write the compiler stand-ins into `dir`: each prints [`NO_COMPILER`] and fails. (Elsewhere
+/// than on Unix only the compiler variables are set.)
+fn stand_ins(dir: &Path) -> Result<(), PackagesError> {
+    remove(dir)?;
+    fs::create_dir_all(dir).map_err(|e| PackagesError::Io(dir.display().to_string(), e))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        for name in COMPILERS {
+            let path = dir.join(name);
+            let script = format!(
+                "#!/bin/sh\necho \"{NO_COMPILER} ({name}): the sandbox cannot load native code\" >&2\nexit 1\n"
+            );
+            fs::write(&path, script)
+                .and_then(|()| fs::set_permissions(&path, fs::Permissions::from_mode(0o755)))
+                .map_err(|e| PackagesError::Io(path.display().to_string(), e))?;
+        }
+    }
+    Ok(())
+}
+
+/// The distributions whose build failed in the installer's `output` for want of a compiler,
+/// each with why it was built from source: those pip names as failing to build, or, when it
+/// names none, every distribution built from source. Empty when no build asked for a compiler
+/// (another failure: the index cannot be reached, a version does not exist, ...).
+fn needs_compiler(output: &str, from_source: &BTreeMap<String, Native>) -> Vec<Native> {
+    // A stand-in ran, the compiler variables' `false` did, or a build tool found no compiler.
+    const SIGNS: &[&str] = &[
+        NO_COMPILER,
+        "command 'false' failed",
+        "unable to execute 'false'",
+        "can't find Rust compiler",
+    ];
+    if !SIGNS.iter().any(|sign| output.contains(sign)) {
+        return Vec::new();
+    }
+    let named = failed_builds(output);
+    let mut needing: Vec<Native> = from_source
+        .iter()
+        .filter(|(name, _)| named.contains(*name))
+        .map(|(_, native)| native.clone())
+        .collect();
+    if needing.is_empty() {
+        // pip named what this install did not build from source knowingly (uv, or an old pip
+        // without a report): name that; or it named nothing: every candidate.
+        needing = named
+            .iter()
+            .map(|name| Native {
+                name: name.clone(),
+                version: String::new(),
+                evidence: Vec::new(),
+            })
+            .collect();
+    }
+    if needing.is_empty() {
+        needing = from_source.values().cloned().collect();
+    }
+    for native in &mut needing {
+        native
+            .evidence
+            .push("building it from source needs a compiler (it has no pure-Python build)".into());
+    }
+    needing
+}
+
+/// The distributions (normalized names) pip's `output` says it failed to build: "Failed
+/// building wheel for X", "Building wheel for X (pyproject.toml) did not run successfully",
+/// "Could not build wheels for X, which ...", "Failed to build X Y", "... based projects (X,
+/// Y)", and pip 25's "Failed to build installable wheels ..." followed by "╰─> X Y".
+fn failed_builds(output: &str) -> BTreeSet<String> {
+    let mut named = BTreeSet::new();
+    let mut after_list_head = false;
+    for line in output.lines() {
+        let line = line.trim_start_matches([' ', '│', '×', '║']).trim();
+        let line = line.strip_prefix("ERROR: ").unwrap_or(line);
+        let mut words: Vec<&str> = Vec::new();
+        for (phrase, all) in [
+            ("Failed building wheel for ", false),
+            ("Building wheel for ", false),
+            ("Could not build wheels for ", false),
+            ("Failed to build ", true),
+        ] {
+            let Some(at) = line.find(phrase) else {
+                continue;
+            };
+            let rest = &line[at + phrase.len()..];
+            if rest.starts_with("installable") {
+                if let (Some(open), Some(close)) = (rest.find('('), rest.rfind(')'))
+                    && open < close
+                {
+                    words.extend(rest[open + 1..close].split([',', ' ']));
+                }
+            } else {
+                let mut split = rest.split([',', ' ']);
+                if all {
+                    words.extend(split);
+                } else {
+                    words.extend(split.next());
+                }
+            }
+        }
+        if after_list_head && let Some(rest) = line.strip_prefix("╰─>") {
+            words.extend(rest.split([',', ' ']));
+        }
+        after_list_head = line.contains("Failed to build installable wheels");
+        named.extend(
+            words
+                .into_iter()
+                .map(|w| w.trim_matches(|c: char| !(c.is_alphanumeric() || "-_.".contains(c))))
+                .filter(|w| !w.is_empty())
+                .map(normalize),
+        );
+    }
+    named
 }
 
 /// What the sandbox needs of the requirements, as `RESOLVE` prints it.
@@ -555,6 +822,9 @@ struct Plan {
     skipped: Vec<Skipped>,
     /// Requirements the sandbox needs that the host's resolution does not satisfy.
     missing: Vec<String>,
+    /// Distributions required that the sandbox has its own module for ([`PROVIDED`]).
+    #[serde(default)]
+    provided: Vec<Provided>,
     /// The requirements files' index and link options, for the install.
     options: Vec<String>,
 }
@@ -658,6 +928,7 @@ fn resolve(
         roots.extend(added.iter().cloned());
         let spec = serde_json::json!({
             "environment": &environment,
+            "provided": PROVIDED.iter().map(|(name, _)| *name).collect::<Vec<_>>(),
             "report": report.to_string_lossy(),
             "files": &files,
             "lines": roots,
@@ -743,10 +1014,10 @@ fn both(output: &Output) -> String {
 const RESOLVE: &str = r##"
 # Reads pip's installation report for the sandbox. argv[1]: JSON {"environment": the sandbox's
 # marker values, "report": the report's path, "files": requirements files, "lines": requirement
-# strings}. Prints JSON {"install": [{"name", "version", "requirement", "wheel", "native_wheel",
+# strings, "provided": names the sandbox has its own module for}. Prints JSON {"install": [{"name", "version", "requirement", "wheel", "native_wheel",
 # "direct"}],
 # "skipped": [{"name", "version", "reasons": [{"by", "marker"}]}], "missing": [requirement],
-# "options": [argument]}. Exits 3 without pip's vendored packaging.
+# "options": [argument], "provided": [{"name", "version", "by"}]}. Exits 3 without pip's vendored packaging.
 import copy, json, os, re, shlex, sys, urllib.parse
 
 try:
@@ -906,6 +1177,18 @@ need = {}  # canonical name -> extras wanted in the sandbox
 queue = []
 why_not = {}  # canonical name -> [(needed by, marker)], requirements false in the sandbox
 missing = []
+PROVIDED = {canonicalize_name(name) for name in spec.get("provided") or ()}
+provided = {}  # canonical name -> {"name", "version", "by"}: required, not installed
+
+
+def provide(canon, name, by):
+    """A requirement the sandbox's own module satisfies: recorded (once), not walked."""
+    item = dists.get(canon)
+    provided.setdefault(canon, {
+        "name": item["metadata"]["name"] if item else name,
+        "version": item["metadata"]["version"] if item else None,
+        "by": by,
+    })
 
 
 def satisfies(req, version):
@@ -923,10 +1206,14 @@ def want(canon, extras):
     queue.append(canon)
 
 
-def wanted(req):
+def wanted(req, by=None):
     """A requirement the sandbox needs: installed as the host's pip resolved it, or missing
-    from that resolution (its marker is false on the host, or it asks for another version)."""
+    from that resolution (its marker is false on the host, or it asks for another version);
+    `by` is the distribution that requires it (None: the project)."""
     canon = canonicalize_name(req.name)
+    if canon in PROVIDED:
+        provide(canon, req.name, by)
+        return
     item = dists.get(canon)
     if item is None or (req.url is None and not satisfies(req, item["metadata"]["version"])):
         missing.append(unmarked(req))
@@ -945,7 +1232,10 @@ for canon, reqs in named.items():
         why_not.setdefault(canon, []).extend((None, str(r.marker)) for r in reqs)
 for canon, item in dists.items():
     if item.get("requested") and canon not in named:
-        want(canon, item.get("requested_extras") or ())
+        if canon in PROVIDED:
+            provide(canon, item["metadata"]["name"], None)
+        else:
+            want(canon, item.get("requested_extras") or ())
 
 while queue:
     canon = queue.pop()
@@ -957,7 +1247,7 @@ while queue:
         except InvalidRequirement:
             continue
         if holds(req.marker, sandbox, extras):
-            wanted(req)
+            wanted(req, item["metadata"]["name"])
         elif canonicalize_name(req.name) in dists and holds(req.marker, host, extras):
             why_not.setdefault(canonicalize_name(req.name), []).append(
                 (item["metadata"]["name"], str(req.marker))
@@ -1007,7 +1297,7 @@ for canon in sorted(need):
         "direct": bool(item.get("is_direct")),
     })
 skipped = []
-for canon in sorted(set(dists) - set(need)):
+for canon in sorted(set(dists) - set(need) - set(provided)):
     item = dists[canon]
     skipped.append({
         "name": item["metadata"]["name"],
@@ -1015,7 +1305,10 @@ for canon in sorted(set(dists) - set(need)):
         "reasons": [{"by": by, "marker": marker} for by, marker in why_not.get(canon, ())],
     })
 json.dump(
-    {"install": install, "skipped": skipped, "missing": sorted(set(missing)), "options": options},
+    {
+        "install": install, "skipped": skipped, "missing": sorted(set(missing)), "options": options,
+        "provided": [provided[canon] for canon in sorted(provided)],
+    },
     sys.stdout,
 )
 "##;
@@ -1227,6 +1520,58 @@ mod tests {
     }
 
     #[test]
+    fn failed_builds_are_read_from_every_pip() {
+        // pip 23.2
+        let pip23 = "  error: subprocess-exited-with-error\n  \n  × Building wheel for needsrust (pyproject.toml) did not run successfully.\n  │ exit code: 1\n  ╰─> [61 lines of output]\n      filerouter: no compiler while installing for the sandbox (cargo)\n      [end of output]\n  ERROR: Failed building wheel for needsrust\nERROR: Could not build wheels for needsrust, which is required to install pyproject.toml-based projects\n";
+        assert_eq!(
+            failed_builds(pip23),
+            BTreeSet::from(["needsrust".to_string()])
+        );
+        // pip 24
+        let pip24 = "Failed to build bcrypt Other_Thing\nERROR: ERROR: Failed to build installable wheels for some pyproject.toml based projects (bcrypt, Other_Thing)\n";
+        assert_eq!(
+            failed_builds(pip24),
+            BTreeSet::from(["bcrypt".to_string(), "other-thing".to_string()])
+        );
+        // pip 25
+        let pip25 = "error: failed-wheel-build-for-install\n\n× Failed to build installable wheels for some pyproject.toml based projects\n╰─> orjson\n";
+        assert_eq!(failed_builds(pip25), BTreeSet::from(["orjson".to_string()]));
+        assert!(failed_builds("ERROR: No matching distribution found for nope==9").is_empty());
+    }
+
+    #[test]
+    fn a_build_that_wanted_a_compiler_is_named() {
+        let native = |name: &str, why: &str| Native {
+            name: name.into(),
+            version: "1.0".into(),
+            evidence: vec![why.into()],
+        };
+        let from_source = BTreeMap::from([
+            (
+                "needsrust".to_string(),
+                native("needsrust", "it has no wheel"),
+            ),
+            ("pure".to_string(), native("pure", "it has no wheel")),
+        ]);
+        let output = format!(
+            "× Building wheel for needsrust (pyproject.toml) did not run successfully.\n{NO_COMPILER} (cargo)\nERROR: Failed building wheel for needsrust\n"
+        );
+        let named = needs_compiler(&output, &from_source);
+        assert_eq!(named.len(), 1);
+        assert_eq!(
+            named[0].to_string(),
+            "needsrust 1.0: it has no wheel, building it from source needs a compiler (it has no pure-Python build)"
+        );
+        // A failure that is not about compilers is left to the general error.
+        assert!(needs_compiler("ERROR: No matching distribution found", &from_source).is_empty());
+        // Nothing named: every candidate.
+        assert_eq!(
+            needs_compiler("can't find Rust compiler", &from_source).len(),
+            2
+        );
+    }
+
+    #[test]
     fn a_skipped_requirement_says_whose_and_which_marker() {
         let skipped = Skipped {
             name: "greenlet".into(),
@@ -1290,6 +1635,82 @@ mod tests {
                 ),
             ],
         })
+    }
+
+    #[test]
+    fn the_sandboxs_own_modules_satisfy_their_requirements() {
+        let pip = Command::new("python3")
+            .args(["-c", "import pip._vendor.packaging"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !pip {
+            eprintln!(
+                "\n!!!!!!!!\nSKIPPED: the_sandboxs_own_modules_satisfy_their_requirements: no python3 with pip\n!!!!!!!!\n"
+            );
+            return;
+        }
+        let dist = |name: &str, version: &str, wheel: &str, requested: bool, requires: &[&str]| {
+            serde_json::json!({
+                "metadata": {"name": name, "version": version, "requires_dist": requires},
+                "download_info": {"url": format!("https://files.example/{wheel}"), "archive_info": {}},
+                "is_direct": false,
+                "requested": requested,
+            })
+        };
+        let report = serde_json::json!({
+            "version": "1",
+            "install": [
+                dist("passlib", "1.7.4", "passlib-1.7.4-py2.py3-none-any.whl", true,
+                    &[r#"bcrypt>=3.1.0; extra == "bcrypt""#, r#"argon2-cffi>=18.2.0; extra == "argon2""#]),
+                dist("bcrypt", "5.0.0", "bcrypt-5.0.0-cp39-abi3-manylinux_2_34_x86_64.whl", false, &[]),
+                dist("argon2-cffi", "25.1.0", "argon2_cffi-25.1.0-py3-none-any.whl", true, &["argon2-cffi-bindings"]),
+                dist("argon2-cffi-bindings", "26.2.0", "argon2_cffi_bindings-26.2.0-cp39-abi3-manylinux_2_17_x86_64.whl", false, &["cffi>=1.0.1"]),
+                dist("cffi", "2.1.1", "cffi-2.1.1-cp311-cp311-manylinux_2_17_x86_64.whl", false, &[]),
+            ],
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.json");
+        fs::write(&path, report.to_string()).unwrap();
+        let spec = serde_json::json!({
+            "environment": sandbox_environment(),
+            "report": path.to_string_lossy(),
+            "files": [],
+            "lines": ["passlib[bcrypt]==1.7.4", "argon2-cffi"],
+            "provided": PROVIDED.iter().map(|(name, _)| *name).collect::<Vec<_>>(),
+        });
+        let output = Command::new("python3")
+            .arg("-c")
+            .arg(RESOLVE)
+            .arg(spec.to_string())
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", both(&output));
+        let plan: Plan = serde_json::from_slice(&output.stdout).unwrap();
+        let install: Vec<&str> = plan
+            .install
+            .iter()
+            .map(|p| p.requirement.as_str())
+            .collect();
+        assert_eq!(install, ["passlib==1.7.4"]);
+        let provided: Vec<String> = plan
+            .provided
+            .iter()
+            .map(|p| Note::Provided(p.clone()).to_string())
+            .collect();
+        assert_eq!(provided.len(), 2, "{provided:?}");
+        assert!(
+            provided[0].starts_with("argon2-cffi 25.1.0 (the project's requirement): not installed, the sandbox has its own `argon2` module"),
+            "{provided:?}"
+        );
+        assert!(
+            provided[1].starts_with("bcrypt 5.0.0 (passlib's dependency): not installed, the sandbox has its own `bcrypt` module"),
+            "{provided:?}"
+        );
+        // What only the provided ones require is left out too.
+        let skipped: Vec<&str> = plan.skipped.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(skipped, ["argon2-cffi-bindings", "cffi"]);
+        assert!(plan.missing.is_empty());
     }
 
     #[test]

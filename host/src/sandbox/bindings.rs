@@ -11,6 +11,9 @@ wasmtime::component::bindgen!({
         "filerouter:sandbox/plugins.call": async | trappable,
         "filerouter:sandbox/kv": async,
         "filerouter:sandbox/sql": async,
+        // Password hashing runs on the guest's thread (its CPU is the request's) and stops the
+        // request when the budget says so.
+        "filerouter:sandbox/passwords": trappable,
     },
     additional_derives: [PartialEq, serde::Serialize, serde::Deserialize],
 });

@@ -28,6 +28,7 @@ pub mod reset;
 mod services;
 pub mod slots;
 pub mod snapshot;
+mod stdlib;
 
 use std::{
     future::Future,
@@ -105,6 +106,9 @@ struct CallState {
     upstream: Option<Upstream>,
     /// This call's plugin instances (`filerouter.plugins`), made on first use.
     plugins: crate::plugins::Session,
+    /// The call's time budget, which long host computations (`passwords`) ask as they go;
+    /// None outside a scheduled call (preparing slots, baking).
+    budget: Option<Budget>,
 }
 
 impl CallState {
@@ -117,6 +121,7 @@ impl CallState {
             db: data.db.session(deadline),
             upstream: None,
             plugins: crate::plugins::Session::default(),
+            budget: None,
         }
     }
 }
@@ -484,6 +489,7 @@ impl Inner {
         )
         .with_time(budget.clone())
         .with_output(output.clone());
+        state.budget = Some(budget.clone());
         let mut store = Store::new(self.guest.engine().engine(), state);
         store.limiter(|state| &mut state.limits);
 

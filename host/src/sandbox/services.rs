@@ -1,7 +1,9 @@
 //! The host services the guest imports (`wit/filerouter.wit`): `kv`, the project's key-value
-//! store; `sql`, its database (`crate::db`); `upstream`, which hands middleware's `call_next` the host's own answer; and
-//! `plugins`, calls into the project's plugins (`crate::plugins`). Each impl here only adapts
-//! the generated trait to the service's own module.
+//! store; `sql`, its database (`crate::db`); `upstream`, which hands middleware's `call_next` the host's own answer;
+//! `plugins`, calls into the project's plugins (`crate::plugins`); and `stdlib`, the standard
+//! library's compiled modules (`super::stdlib`); and `passwords`, password hashing at native
+//! speed (`crate::passwords`). Each impl here only adapts the generated trait to the service's
+//! own module.
 //!
 //! These are the only calls out of the sandbox besides WASI's clock, randomness and stdio.
 
@@ -9,7 +11,7 @@ use std::time::Duration;
 
 use super::{
     CallState,
-    bindings::filerouter::sandbox::{kv, plugins, sql, types, upstream},
+    bindings::filerouter::sandbox::{kv, passwords, plugins, sql, stdlib, types, upstream},
 };
 use crate::{
     db,
@@ -229,5 +231,145 @@ impl plugins::Host for CallState {
         args: Vec<plugins::Node>,
     ) -> wasmtime::Result<Result<Vec<plugins::Node>, plugins::CallError>> {
         self.plugins.call(&plugin, &function, args).await
+    }
+}
+
+impl stdlib::Host for CallState {
+    fn get(&mut self, name: String) -> Option<stdlib::CompiledModule> {
+        super::stdlib::get(&name).map(|module| stdlib::CompiledModule {
+            code: module.code.to_vec(),
+            is_package: module.package,
+        })
+    }
+}
+
+/// Password hashing runs right here, on the guest's thread: the scheduler counts its CPU as
+/// the request's, and the computation asks the request's budget as it goes, so a request past
+/// its time limit stops in the middle of a hash (the trap is an interrupt, as at an epoch
+/// tick, and the call answers 504).
+impl passwords::Host for CallState {
+    fn bcrypt_hash(
+        &mut self,
+        password: Vec<u8>,
+        setting: Vec<u8>,
+    ) -> wasmtime::Result<Result<Vec<u8>, String>> {
+        let mut meter = self.password_meter();
+        finish(crate::passwords::bcrypt::hash(
+            &password, &setting, &mut meter,
+        ))
+    }
+
+    fn bcrypt_check(
+        &mut self,
+        password: Vec<u8>,
+        hashed: Vec<u8>,
+    ) -> wasmtime::Result<Result<bool, String>> {
+        let mut meter = self.password_meter();
+        finish(crate::passwords::bcrypt::check_password(
+            &password, &hashed, &mut meter,
+        ))
+    }
+
+    fn bcrypt_kdf(
+        &mut self,
+        password: Vec<u8>,
+        salt: Vec<u8>,
+        length: u32,
+        rounds: u32,
+    ) -> wasmtime::Result<Result<Vec<u8>, String>> {
+        let mut meter = self.password_meter();
+        finish(crate::passwords::bcrypt::kdf(
+            &password, &salt, length, rounds, &mut meter,
+        ))
+    }
+
+    fn argon2_hash(
+        &mut self,
+        kind: passwords::Argon2Variant,
+        version: u32,
+        secret: Vec<u8>,
+        salt: Vec<u8>,
+        time_cost: u32,
+        memory_cost: u32,
+        parallelism: u32,
+        hash_len: u32,
+    ) -> wasmtime::Result<Result<Vec<u8>, String>> {
+        let variant = match kind {
+            passwords::Argon2Variant::Argon2d => crate::passwords::Argon2Variant::D,
+            passwords::Argon2Variant::Argon2i => crate::passwords::Argon2Variant::I,
+            passwords::Argon2Variant::Argon2id => crate::passwords::Argon2Variant::Id,
+        };
+        let cap = self.limits.cap() as u64;
+        let mut meter = self.password_meter();
+        finish(crate::passwords::argon2::hash_raw(
+            variant,
+            version,
+            &secret,
+            &salt,
+            time_cost,
+            memory_cost,
+            parallelism,
+            hash_len,
+            cap,
+            &mut meter,
+        ))
+    }
+
+    fn pbkdf2_hmac(
+        &mut self,
+        digest: String,
+        password: Vec<u8>,
+        salt: Vec<u8>,
+        iterations: u32,
+        length: u32,
+    ) -> wasmtime::Result<Result<Vec<u8>, String>> {
+        let mut meter = self.password_meter();
+        finish(crate::passwords::pbkdf2::pbkdf2_hmac(
+            &digest, &password, &salt, iterations, length, &mut meter,
+        ))
+    }
+
+    fn scrypt(
+        &mut self,
+        password: Vec<u8>,
+        salt: Vec<u8>,
+        n: u64,
+        r: u32,
+        p: u32,
+        max_memory: u64,
+        length: u32,
+    ) -> wasmtime::Result<Result<Vec<u8>, String>> {
+        let cap = self.limits.cap() as u64;
+        let mut meter = self.password_meter();
+        finish(crate::passwords::scrypt::scrypt(
+            &password, &salt, n, r, p, max_memory, length, cap, &mut meter,
+        ))
+    }
+}
+
+impl CallState {
+    /// Whether a password computation may go on: the request's budget says stop past its CPU
+    /// or wall-clock limit (a yield cannot happen inside a host call, so it means go on).
+    fn password_meter(&self) -> impl FnMut() -> bool + use<> {
+        let budget = self.budget.clone();
+        move || {
+            budget
+                .as_ref()
+                .is_none_or(|budget| budget.tick() != crate::scheduler::Verdict::Stop)
+        }
+    }
+}
+
+/// A password function's outcome for the guest: a refused parameter is the guest's error to
+/// raise; a stop traps the call as an epoch interrupt does (the budget knows which limit).
+fn finish<T>(
+    outcome: Result<T, crate::passwords::PasswordError>,
+) -> wasmtime::Result<Result<T, String>> {
+    match outcome {
+        Ok(value) => Ok(Ok(value)),
+        Err(crate::passwords::PasswordError::Invalid(message)) => Ok(Err(message)),
+        Err(crate::passwords::PasswordError::Stopped) => {
+            Err(wasmtime::Error::from(wasmtime::Trap::Interrupt))
+        }
     }
 }
