@@ -445,20 +445,7 @@ fn built() -> &'static Path {
 
 /// A copy of the built fixture project in `to` (a new folder).
 fn copy_built(to: &Path) {
-    copy_tree(built(), to);
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
+    support::copy_all(built(), to);
 }
 
 /// `filerouter run` of `project` with `extra` arguments, on a free port.

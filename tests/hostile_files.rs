@@ -131,7 +131,7 @@ fn a_tenants_file_swapped_for_a_fifo_a_device_or_a_giant_while_run_serves_keeps_
 {
     let site = tempfile::tempdir().unwrap();
     let project = site.path().join("a");
-    copy_tree(&built_tenant().join("a"), &project);
+    support::copy_all(&built_tenant().join("a"), &project);
     let config = site.path().join("tenants.toml");
     std::fs::write(&config, tenants(&["a.test"])).unwrap();
     let server = Server::start(
@@ -195,19 +195,6 @@ fn a_tenants_file_swapped_for_a_fifo_a_device_or_a_giant_while_run_serves_keeps_
             server.log()
         );
         assert_eq!(status(&server, gone), 404, "{what}");
-    }
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
     }
 }
 

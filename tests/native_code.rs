@@ -61,7 +61,7 @@ struct Site {
 impl Site {
     fn new() -> Site {
         let dir = tempfile::tempdir().unwrap();
-        copy_tree(built(), dir.path());
+        support::copy_all(built(), dir.path());
         Site { dir }
     }
 
@@ -131,19 +131,6 @@ impl Site {
                     .collect()
             })
             .unwrap_or_default()
-    }
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
     }
 }
 

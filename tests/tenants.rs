@@ -148,7 +148,7 @@ impl Site {
     fn new(toml: &str) -> Site {
         let dir = tempfile::tempdir().unwrap();
         for name in NAMES {
-            copy_tree(&built().join(name), &dir.path().join(name));
+            support::copy_all(&built().join(name), &dir.path().join(name));
         }
         let site = Site { dir };
         site.write_config(toml);
@@ -175,19 +175,6 @@ impl Site {
         let mut args = vec!["run", "--tenants", config.to_str().unwrap()];
         args.extend_from_slice(extra);
         Server::start(&args, &[], Duration::from_secs(120))
-    }
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
     }
 }
 

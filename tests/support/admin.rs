@@ -65,7 +65,7 @@ impl Site {
     pub fn new(projects: &[(&str, &Path)], toml: &str) -> Site {
         let dir = tempfile::tempdir().unwrap();
         for (name, from) in projects {
-            copy_tree(from, &dir.path().join(name));
+            super::copy_all(from, &dir.path().join(name));
         }
         std::fs::write(dir.path().join("tenants.toml"), super::dedent(toml)).unwrap();
         Site { dir }
@@ -101,19 +101,6 @@ impl Site {
             }
         }
         Server::launch(command, env, Duration::from_secs(120))
-    }
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
     }
 }
 
