@@ -69,9 +69,10 @@ fn status(server: &Server, host: &str) -> u16 {
         .unwrap_or(0)
 }
 
-#[test]
-fn a_tenants_file_that_is_not_a_small_regular_file_stops_run_at_once_naming_it() {
-    let cases: Vec<(&str, Make, &str)> = vec![
+/// Tenants files that are not small regular files: what each is, how to make it at a path,
+/// and what the error says.
+fn not_regular_tenants_files() -> Vec<(&'static str, Make<'static>, &'static str)> {
+    vec![
         (
             "a FIFO",
             Box::new(files::mkfifo),
@@ -92,15 +93,20 @@ fn a_tenants_file_that_is_not_a_small_regular_file_stops_run_at_once_naming_it()
             Box::new(files::socket),
             "not a regular file (a socket)",
         ),
-        (
-            "a symlink loop",
-            Box::new(|p| {
-                files::symlink("loop.toml", p);
-                files::symlink("tenants.toml", &p.with_file_name("loop.toml"));
-            }),
-            "a symlink loop",
-        ),
-    ];
+    ]
+}
+
+#[test]
+fn a_tenants_file_that_is_not_a_small_regular_file_stops_run_at_once_naming_it() {
+    let mut cases = not_regular_tenants_files();
+    cases.push((
+        "a symlink loop",
+        Box::new(|p| {
+            files::symlink("loop.toml", p);
+            files::symlink("tenants.toml", &p.with_file_name("loop.toml"));
+        }),
+        "a symlink loop",
+    ));
     for (what, make, expected) in cases {
         let dir = tempfile::tempdir().unwrap();
         make(&dir.path().join("tenants.toml"));
@@ -142,28 +148,7 @@ fn a_tenants_file_swapped_for_a_fifo_a_device_or_a_giant_while_run_serves_keeps_
     assert_eq!(status(&server, "a.test"), 200, "{}", server.log());
     assert_eq!(status(&server, "b.test"), 404);
 
-    let swaps: Vec<(&str, Make, &str)> = vec![
-        (
-            "a FIFO",
-            Box::new(files::mkfifo),
-            "not a regular file (a FIFO)",
-        ),
-        (
-            "a link to /dev/zero",
-            Box::new(|p| files::symlink("/dev/zero", p)),
-            "not a regular file (a character device)",
-        ),
-        (
-            "a sparse 3 GB file",
-            Box::new(|p| files::sparse(p, HUGE)),
-            "3221225472 bytes, more than the 1048576 bytes allowed",
-        ),
-        (
-            "a socket",
-            Box::new(files::socket),
-            "not a regular file (a socket)",
-        ),
-    ];
+    let swaps = not_regular_tenants_files();
     for (round, (what, make, expected)) in swaps.into_iter().enumerate() {
         files::replace_with(&config, make);
         // Logged, with the file; the last good configuration keeps serving.

@@ -1637,16 +1637,22 @@ mod tests {
         })
     }
 
-    #[test]
-    fn the_sandboxs_own_modules_satisfy_their_requirements() {
+    /// Whether this machine has a python3 with pip (the resolver's tests need one); if not,
+    /// says loudly that `test` is skipped.
+    fn host_pip(test: &str) -> bool {
         let pip = Command::new("python3")
             .args(["-c", "import pip._vendor.packaging"])
             .output()
             .is_ok_and(|o| o.status.success());
         if !pip {
-            eprintln!(
-                "\n!!!!!!!!\nSKIPPED: the_sandboxs_own_modules_satisfy_their_requirements: no python3 with pip\n!!!!!!!!\n"
-            );
+            eprintln!("\n!!!!!!!!\nSKIPPED: {test}: no python3 with pip\n!!!!!!!!\n");
+        }
+        pip
+    }
+
+    #[test]
+    fn the_sandboxs_own_modules_satisfy_their_requirements() {
+        if !host_pip("the_sandboxs_own_modules_satisfy_their_requirements") {
             return;
         }
         let dist = |name: &str, version: &str, wheel: &str, requested: bool, requires: &[&str]| {
@@ -1715,14 +1721,7 @@ mod tests {
 
     #[test]
     fn markers_are_evaluated_for_the_sandbox() {
-        let pip = Command::new("python3")
-            .args(["-c", "import pip._vendor.packaging"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !pip {
-            eprintln!(
-                "\n!!!!!!!!\nSKIPPED: markers_are_evaluated_for_the_sandbox: no python3 with pip\n!!!!!!!!\n"
-            );
+        if !host_pip("markers_are_evaluated_for_the_sandbox") {
             return;
         }
         let dir = tempfile::tempdir().unwrap();

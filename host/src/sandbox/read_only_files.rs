@@ -17,12 +17,7 @@
 //! This module only decides how a read-only open is made; which folders a guest sees is the
 //! sandbox's business (`super`, `crate::plugins`).
 
-use std::{
-    fs::File,
-    os::{fd::AsRawFd, unix::fs::FileTypeExt},
-    path::Path,
-    sync::Arc,
-};
+use std::{fs::File, os::fd::AsRawFd, path::Path, sync::Arc};
 
 use cap_primitives::fs::{OpenOptions, OpenOptionsExt};
 use wasmtime::component::{Linker, Resource};
@@ -36,6 +31,8 @@ use wasmtime_wasi::{
         },
     },
 };
+
+use crate::regular_file::irregular_kind;
 
 /// The WASI interface whose `open-at` is taken over, as wasmtime-wasi names it (a guest
 /// importing an older 0.2 version is linked to it too).
@@ -152,38 +149,26 @@ fn open(dir: &Arc<File>, path: &str, follow: bool, directory: bool) -> std::io::
     options.read(true).custom_flags(flags);
     let file = cap_primitives::fs::open(dir, Path::new(path), &options)?;
     let kind = file.metadata()?.file_type();
-    let opened = if kind.is_file() {
-        Opened::File(file)
-    } else if kind.is_dir() {
-        Opened::Dir(file)
-    } else {
-        return Ok(Opened::Refused(if kind.is_fifo() {
-            "FIFO"
-        } else if kind.is_socket() {
-            "socket"
-        } else if kind.is_char_device() {
-            "character device"
-        } else if kind.is_block_device() {
-            "block device"
-        } else {
-            "special file"
-        }));
-    };
+    if !kind.is_dir()
+        && let Some(what) = irregular_kind(&kind)
+    {
+        return Ok(Opened::Refused(what));
+    }
     // Reads of a regular file or a folder never wait; the flag is cleared all the same, so the
     // descriptor is the one wasmtime-wasi would have made.
-    let fd = match &opened {
-        Opened::File(file) | Opened::Dir(file) => file.as_raw_fd(),
-        Opened::Refused(_) => unreachable!("returned above"),
-    };
-    // SAFETY: `fd` is an open descriptor owned by `opened`; F_GETFL/F_SETFL change only its
-    // status flags.
+    // SAFETY: `file` is an open descriptor owned here; F_GETFL/F_SETFL change only its status
+    // flags.
     unsafe {
-        let status = libc::fcntl(fd, libc::F_GETFL);
+        let status = libc::fcntl(file.as_raw_fd(), libc::F_GETFL);
         if status >= 0 {
-            libc::fcntl(fd, libc::F_SETFL, status & !libc::O_NONBLOCK);
+            libc::fcntl(file.as_raw_fd(), libc::F_SETFL, status & !libc::O_NONBLOCK);
         }
     }
-    Ok(opened)
+    Ok(if kind.is_dir() {
+        Opened::Dir(file)
+    } else {
+        Opened::File(file)
+    })
 }
 
 #[cfg(test)]
