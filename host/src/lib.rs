@@ -37,6 +37,7 @@ pub mod passwords;
 pub mod plugins;
 pub mod project;
 pub mod public;
+pub mod read_only_files;
 pub mod regular_file;
 pub mod reload;
 pub mod request_body;

@@ -137,7 +137,7 @@ pub fn instance_pre(
     }
     let mut linker = Linker::<PluginState>::new(engine);
     let linked = wasmtime_wasi::p2::add_to_linker_async(&mut linker)
-        .and_then(|()| crate::sandbox::read_only_files::link(&mut linker))
+        .and_then(|()| crate::read_only_files::link(&mut linker))
         .and_then(|()| {
             if settings.kv {
                 link_kv(&mut linker)

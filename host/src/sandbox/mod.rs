@@ -23,7 +23,6 @@ pub mod engine;
 mod guest;
 mod limits;
 pub mod output;
-pub(crate) mod read_only_files;
 pub mod reset;
 mod services;
 pub mod slots;
@@ -131,7 +130,7 @@ fn link(linker: &mut wasmtime::component::Linker<CallState>) -> wasmtime::Result
     // componentize-py's runtime imports every WASI 0.2 interface, sockets included. They are
     // all linked; the per-call WasiCtx grants no network and no files but `routes/`.
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
-    read_only_files::link(linker)?;
+    crate::read_only_files::link(linker)?;
     bindings::Router::add_to_linker::<_, wasmtime::component::HasSelf<CallState>>(linker, |s| s)
 }
 

@@ -15,7 +15,7 @@
 //! the operating system sees them.
 //!
 //! This module only decides how a read-only open is made; which folders a guest sees is the
-//! sandbox's business (`super`, `crate::plugins`).
+//! sandbox's business (`crate::sandbox`, `crate::plugins`), which both link this.
 
 use std::{fs::File, os::fd::AsRawFd, path::Path, sync::Arc};
 
