@@ -23,6 +23,7 @@ import settings
 import warmup
 import wit_text
 from componentize_py_types import Err
+from filerouter import environment
 from filerouter.exceptions import NoHandlerError
 from filerouter.requests import Request
 from wit_world import exports
@@ -39,6 +40,8 @@ def _start_instance():
     # The snapshot froze `random`'s state; without this every instance would draw the same numbers.
     random.seed(os.urandom(32))
     importing.hide()
+    # Whatever the build's warm-up read is not this call's: values come from the host anew.
+    environment.start_call()
 
 
 def _handlers(module):
@@ -97,6 +100,7 @@ class Guest(exports.Guest):
 
     def bake(self, files, routes, root_files, packages):
         importing.hide()
+        environment.start_call()
         try:
             project.bake(files, routes, root_files, packages)
         except BaseException as exc:

@@ -15,6 +15,7 @@ import types
 import baked
 import importing
 import wit_text
+from filerouter import environment as _environment
 
 from wit_world.imports.types import Frame, ProjectError
 
@@ -82,6 +83,12 @@ def bake(files, routes, root_files, packages=()):
     sources given, for the build snapshot."""
     from filerouter import params  # noqa: PLC0415  (the guest's module, not project code)
 
+    # The packages too: a declared name read at import time fails here, not quietly.
+    with _environment.importing():
+        _bake(files, routes, root_files, packages, params)
+
+
+def _bake(files, routes, root_files, packages, params):
     baked.install(files)
     baked.install_packages(packages)
     baked.import_packages()
@@ -108,7 +115,9 @@ def _exec_route(path, source):
     module = types.ModuleType(name)
     module.__file__ = path
     sys.modules[name] = module
-    exec(code, module.__dict__)
+    # Module-level code may not read the operator's values: they exist only during requests.
+    with _environment.importing():
+        exec(code, module.__dict__)
     return module
 
 

@@ -44,7 +44,12 @@ SCHEMA = {
     },
     "plugins": "plugins",
     "database": {"max_size_mb": int, "max_rows": int, "max_result_mb": int},
+    "environment": "environment",
+    "settings": "project",
 }
+
+# `environment`: the names route code reads from the operator's environment (host/src/environment.rs).
+ENVIRONMENT_KEYS = {"names": list, "optional": list, "file": str}
 
 # One entry of `plugins`: key -> expected type; `component` is required.
 PLUGIN_ENTRY = {"component": str, "wit": str, "files": str, "kv": bool, "clocks": bool}
@@ -100,6 +105,12 @@ def _check(name, value, expected, lineno):
     if expected == "plugins":
         _check_plugins(name, value, lineno)
         return
+    if expected == "environment":
+        _check_environment(name, value, lineno)
+        return
+    if expected == "project":
+        _check_project(name, value, lineno)
+        return
     if isinstance(expected, dict):
         if not isinstance(value, dict):
             raise ConfigError(f"'{name}' must be a dict, not {type(value).__name__}", lineno)
@@ -145,6 +156,49 @@ def _check_plugins(name, value, lineno):
             _check(f"{name}['{plugin}']['{key}']", item, PLUGIN_ENTRY[key], lineno)
 
 
+def _check_environment(name, value, lineno):
+    example = '{"names": ["JWT_SECRET"], "optional": ["SENTRY_DSN"], "file": ".env"}'
+    if not isinstance(value, dict):
+        raise ConfigError(f"'{name}' must be a dict like {example}", lineno)
+    seen = set()
+    for key, item in value.items():
+        if key not in ENVIRONMENT_KEYS:
+            known = ", ".join(ENVIRONMENT_KEYS)
+            raise ConfigError(f"unknown key '{key}' in '{name}' (known keys: {known})", lineno)
+        _check(f"{name}['{key}']", item, ENVIRONMENT_KEYS[key], lineno)
+        if key == "file":
+            continue
+        for variable in item:
+            if not isinstance(variable, str) or not _is_variable_name(variable):
+                raise ConfigError(
+                    f"{variable!r} in '{name}['{key}']' is not a variable name "
+                    "(letters, digits and _, not starting with a digit)",
+                    lineno,
+                )
+            if variable in seen:
+                raise ConfigError(f"{variable!r} is named twice in '{name}'", lineno)
+            seen.add(variable)
+
+
+def _is_variable_name(text):
+    return bool(text) and (text[0].isascii() and (text[0].isalpha() or text[0] == "_")) and all(
+        c.isascii() and (c.isalnum() or c == "_") for c in text
+    )
+
+
+def _check_project(name, value, lineno):
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise ConfigError(
+            f"'{name}' must be a dict of your own settings with string keys, like {{\"page_size\": 20}}", lineno
+        )
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(
+            f"'{name}' may hold str, int, float, bool, None, lists and dicts only: {exc}", lineno
+        ) from None
+
+
 def evaluate(source):
     """Run `config.py`'s source and return its settings as a JSON object text."""
     tree = ast.parse(source, FILENAME)
@@ -167,7 +221,12 @@ def evaluate(source):
         lineno = lines.get(name, 1)
         if name not in SCHEMA:
             known = ", ".join(sorted(SCHEMA))
-            raise ConfigError(f"unknown setting '{name}' (known settings: {known})", lineno)
+            raise ConfigError(
+                f"unknown setting '{name}' (known settings: {known}). The project's own settings go in "
+                f"`settings = {{{name!r}: ...}}` (filerouter.settings); secrets stay out of the source: "
+                f"declare them in `environment = {{\"names\": [...]}}` (os.environ, filerouter.env)",
+                lineno,
+            )
         _check(name, value, SCHEMA[name], lineno)
         result[name] = value
     levels = {"trace", "debug", "info", "warning", "warn", "error", "critical"}

@@ -18,9 +18,10 @@ fn init_creates_a_project_that_dev_serves() {
     }
     assert!(shop.join("public").is_dir());
     let ignored = std::fs::read_to_string(shop.join(".gitignore")).unwrap();
-    // The build cache and the project's data (its database and kv store) stay out of git.
+    // The build cache, the project's data (its database and kv store) and its secrets (the
+    // env file) stay out of git.
     assert!(
-        ignored.contains(".cache/") && ignored.contains(".data/"),
+        ignored.contains(".cache/") && ignored.contains(".data/") && ignored.contains(".env\n"),
         "{ignored}"
     );
     let index = std::fs::read_to_string(shop.join("routes/index.py")).unwrap();

@@ -14,6 +14,7 @@ Route files use it like FastAPI::
 # `passwords` also gives `hashlib` its `pbkdf2_hmac` and `scrypt`, and brings the sandbox's own
 # `bcrypt` and `argon2` packages into the snapshot.
 from . import db, kv, passwords, plugins
+from .environment import env, settings
 from .exceptions import HTTPException
 from .forms import FormData, UploadFile
 from .markers import Body, Cookie, Field, File, Form, Header, Path, Query
@@ -50,7 +51,9 @@ __all__ = [
     "State",
     "UploadFile",
     "db",
+    "env",
     "kv",
     "passwords",
     "plugins",
+    "settings",
 ]

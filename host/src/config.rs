@@ -9,6 +9,7 @@ use std::{collections::BTreeMap, path::Path, time::Duration};
 use serde::{Deserialize, Serialize};
 
 use crate::{
+    environment::{Environment, EnvironmentError, Gathered, Sources},
     regular_file::{self, FileError},
     sandbox::{Limits, ProjectError, Sandbox, SandboxError},
 };
@@ -32,6 +33,12 @@ pub struct Settings {
     pub plugins: BTreeMap<String, PluginSettings>,
     /// The bounds of the project's database (`crate::db`).
     pub database: DatabaseSettings,
+    /// The names route code reads from the operator's environment, and where their values are
+    /// (`crate::environment`).
+    pub environment: crate::environment::EnvironmentSettings,
+    /// The project's own settings (`settings = {...}`: `filerouter.settings` in route code).
+    #[serde(rename = "settings")]
+    pub project: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
@@ -238,6 +245,37 @@ impl Settings {
                 usize::try_from(mb.saturating_mul(MIB)).unwrap_or(usize::MAX)
             }),
         }
+    }
+
+    /// What `config.py` declares for route code, without values (builds, route inspections).
+    pub fn declared_environment(&self) -> Environment {
+        Environment::declared(&self.environment, self.project.as_ref())
+    }
+
+    /// The declarations with their values from `sources` and the project's env file (blocking:
+    /// it reads files).
+    pub fn gather_environment(
+        &self,
+        root: &Path,
+        sources: &Sources,
+    ) -> Result<Gathered, EnvironmentError> {
+        Environment::gather(&self.environment, self.project.as_ref(), root, sources)
+    }
+
+    /// For one project (`dev`, `run`): the values from the server's environment, else the
+    /// project's env file, read on a blocking thread.
+    pub async fn project_environment(&self, root: &Path) -> Result<Gathered, EnvironmentError> {
+        let settings = self.clone();
+        let root = root.to_path_buf();
+        tokio::task::spawn_blocking(move || {
+            let sources = Sources {
+                process: true,
+                ..Sources::default()
+            };
+            settings.gather_environment(&root, &sources)
+        })
+        .await
+        .unwrap_or_else(|e| Err(EnvironmentError::Failed(e.to_string())))
     }
 
     /// The per-call sandbox limits these settings ask for.

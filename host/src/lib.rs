@@ -12,7 +12,8 @@
 //! `routes/` folder into a route table; [`project`] asks the guest what each route file
 //! defines; [`catalog`] describes the API for [`docs`]; [`data`] is the state that outlives a
 //! request ([`db`], the project's SQL database, and [`kv`], its key-value store); [`plugins`] are the project's own WebAssembly components that route code calls;
-//! [`passwords`] hashes route code's passwords on the host, at native speed;
+//! [`passwords`] hashes route code's passwords on the host, at native speed; [`environment`] gives
+//! it the settings and secrets the operator keeps outside the source;
 //! [`reload`] keeps it all current in `dev`; [`admin`] serves metrics of `run --tenants`;
 //! [`cli`] has one module per command.
 //!
@@ -28,6 +29,7 @@ pub mod config;
 pub mod data;
 pub mod db;
 pub mod docs;
+pub mod environment;
 pub mod error_page;
 pub mod http_checks;
 pub mod kv;

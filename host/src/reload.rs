@@ -6,7 +6,9 @@
 //! (a `.wasm` or `.wit` file, or its entry in `config.py`) is loaded and checked again; a
 //! broken one keeps the last good plugins and shows the error on every request until fixed.
 //! A new or changed file in `migrations/` is applied; a broken one leaves the database as it
-//! was and shows its file and line on every request until fixed.
+//! was and shows its file and line on every request until fixed. An edit of the env file (or
+//! of `config.py`) reads the settings and secrets for route code again (`crate::environment`);
+//! a broken env file keeps the last good values and shows its line on every request.
 //!
 //! The watcher never follows symbolic links: a link under `public/` or `routes/_lib/` to `/`
 //! or `/usr` adds no watches (it would add one per folder of the whole tree, and fail on
@@ -22,6 +24,9 @@ use crate::{
     error_page::Failure,
     project::Project,
 };
+
+/// The kind of the failure every request shows while the env file does not read.
+const ENVIRONMENT_ERROR: &str = "EnvironmentError";
 
 /// The kind of the failure every request shows while a plugin does not load.
 const PLUGIN_ERROR: &str = "PluginError";
@@ -56,9 +61,10 @@ pub fn watch(app: App) -> notify::Result<RecommendedWatcher> {
                 .collect();
             if !relevant.is_empty() {
                 let changed = Changed {
-                    config: relevant
-                        .iter()
-                        .any(|p| p.file_name().is_some_and(|n| n == "config.py")),
+                    config: relevant.iter().any(|p| {
+                        p.file_name()
+                            .is_some_and(|n| n == "config.py" || is_env_file(&n.to_string_lossy()))
+                    }),
                     plugins: relevant.iter().any(|p| is_plugin_file(p)),
                     migrations: relevant.iter().any(|p| is_migration(&root, p)),
                 };
@@ -95,9 +101,15 @@ fn is_relevant(root: &Path, path: &Path) -> bool {
         Some("routes") => !rel.components().any(|c| c.as_os_str() == "__pycache__"),
         Some(".cache") | Some("typings") | Some(crate::data::DEFAULT_DIR) => false,
         Some(crate::db::migrations::FOLDER) => is_migration(root, path),
-        Some(name) => name.ends_with(".py") || is_plugin_file(path),
+        Some(name) => name.ends_with(".py") || is_env_file(name) || is_plugin_file(path),
         None => false,
     }
+}
+
+/// Whether a file at the project's top may be an env file: `.env`, `.env.local`, ... (the
+/// one `config.py` names is checked when the settings are read again).
+fn is_env_file(name: &str) -> bool {
+    name == crate::environment::DEFAULT_FILE || name.starts_with(".env.") || name.ends_with(".env")
 }
 
 /// Whether `path` is a migration file.
@@ -163,6 +175,30 @@ async fn reload(app: &App, changed: Changed) -> bool {
             Err(e) => {
                 tracing::error!("{e} (keeping the last good settings)");
                 config_error = Some(Failure::from_config(&e));
+            }
+        }
+    }
+    if config_changed && config_error.is_none() {
+        match settings.project_environment(&app.root).await {
+            Ok(gathered) => {
+                if let Some(missing) = gathered.missing_message(false) {
+                    tracing::warn!("{missing}");
+                }
+                match sandbox.with_environment(gathered.environment) {
+                    Ok(updated) => sandbox = updated,
+                    Err(e) => tracing::error!("environment: {e}"),
+                }
+            }
+            Err(e) => {
+                tracing::error!("{e} (keeping the last good values)");
+                config_error = Some(Failure::simple(
+                    hyper::StatusCode::INTERNAL_SERVER_ERROR,
+                    ENVIRONMENT_ERROR,
+                    &e.to_string(),
+                    vec![
+                        "Fix the env file: the server keeps the last good values meanwhile and reads the fix by itself".into(),
+                    ],
+                ));
             }
         }
     }

@@ -80,9 +80,11 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
     }
     let cache_dir = settings.build.cache_dir(&root);
     let plugins = crate::plugins::load_in_background(&root, &settings.plugins).await?;
+    // The build sees what config.py declares for route code, never a value: the cache holds none.
     let sandbox = boot
         .with_limits(settings.limits())?
-        .with_plugins(plugins.clone())?;
+        .with_plugins(plugins.clone())?
+        .with_environment(settings.declared_environment())?;
     let project = Project::load(&root, &sandbox, None).await;
     check(&project)?;
     let files = sources(&routes_dir)?;
@@ -130,6 +132,7 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
         packages,
         settings.limits().memory_bytes,
         plugins.clone(),
+        settings.declared_environment(),
     )
     .await
     .map_err(|e| match e {

@@ -66,6 +66,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let sandbox = Sandbox::with_data(engine, Some(&routes_dir), settings.limits(), data, queue)?;
     let sandbox = sandbox
         .with_plugins(crate::plugins::load_in_background(&root, &settings.plugins).await?)?;
+    let environment = settings.project_environment(&root).await?;
+    if let Some(missing) = environment.missing_message(false) {
+        tracing::warn!("{missing} (reading it raises KeyError until then)");
+    }
+    let sandbox = sandbox.with_environment(environment.environment)?;
     let prepared = sandbox.prepare_slots().await;
     tracing::info!("sandbox: {prepared} instance slots prepared");
     let project = Project::load(&root, &sandbox, None).await;

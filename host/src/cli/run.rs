@@ -3,7 +3,9 @@
 //!
 //! Never scans `routes/` or reads route source: the routes, settings, the baked guest and the
 //! plugins (never `plugins/`) all come from the cache, which is verified (checksum, and the key
-//! if encrypted) before anything is served. Errors answer `{"detail":"Internal Server Error"}`;
+//! if encrypted) before anything is served. The one thing read besides: the values of the
+//! names `config.py` declares in `environment` (`crate::environment`), which no cache holds.
+//! Errors answer `{"detail":"Internal Server Error"}`;
 //! details go to the log. One project is the one-tenant case: the same loading
 //! ([`tenants::load`]) and the same engine set-up; it is loaded at start, and a bad cache stops
 //! `run`. The project's data is in its data folder unless `--database-url` (Postgres) and
@@ -58,6 +60,12 @@ async fn serve(args: RunArgs, root: PathBuf, dir: PathBuf) -> anyhow::Result<()>
     );
 
     let data = open_data(&args, &root, &settings, &opened.metadata.migrations).await?;
+    // The settings and secrets for route code, read now: the cache holds none.
+    let gathered = settings.project_environment(&root).await?;
+    if let Some(missing) = gathered.missing_message(false) {
+        anyhow::bail!("{missing}");
+    }
+    let environment = gathered.environment;
 
     let workers = args
         .workers
@@ -79,6 +87,7 @@ async fn serve(args: RunArgs, root: PathBuf, dir: PathBuf) -> anyhow::Result<()>
             |settings| settings.limits(),
             data,
             queue,
+            environment,
         )
         .map_err(anyhow::Error::from)
     })

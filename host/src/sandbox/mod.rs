@@ -54,6 +54,7 @@ pub use services::Upstream;
 use crate::{
     data::Data,
     db,
+    environment::Environment,
     kv::KvStore,
     plugins::Plugins,
     scheduler::{Budget, Overrun, Queue, Rejected, Stopped, TimeLimits, Verdict},
@@ -108,6 +109,9 @@ struct CallState {
     /// The call's time budget, which long host computations (`passwords`) ask as they go;
     /// None outside a scheduled call (preparing slots, baking).
     budget: Option<Budget>,
+    /// What `config.py` declares for route code, with the operator's values in a request's
+    /// call only (`filerouter.env`, `os.environ`).
+    environment: Environment,
 }
 
 impl CallState {
@@ -121,6 +125,7 @@ impl CallState {
             upstream: None,
             plugins: crate::plugins::Session::default(),
             budget: None,
+            environment: Environment::default(),
         }
     }
 }
@@ -162,6 +167,11 @@ struct Inner {
     plugins: Plugins,
     /// Where this project's requests wait for their turn; kept when the limits change.
     queue: Queue,
+    /// Settings and secrets for route code: the values go to requests' calls only, and are
+    /// redacted from what the guest prints and from its errors.
+    environment: Environment,
+    /// The same declarations without values, for the server's own calls.
+    declared: Environment,
 }
 
 /// The time limits of the server's own calls into the guest (inspecting a route file,
@@ -204,7 +214,15 @@ impl Sandbox {
         data: Data,
         queue: Queue,
     ) -> Result<Self, SandboxError> {
-        Self::with_store(guest, routes_dir, limits, data, Plugins::default(), queue)
+        Self::with_store(
+            guest,
+            routes_dir,
+            limits,
+            data,
+            Plugins::default(),
+            queue,
+            Environment::default(),
+        )
     }
 
     fn with_store(
@@ -214,6 +232,7 @@ impl Sandbox {
         data: Data,
         plugins: Plugins,
         queue: Queue,
+        environment: Environment,
     ) -> Result<Self, SandboxError> {
         let pre = guest
             .instance_pre::<CallState>(link)
@@ -228,6 +247,8 @@ impl Sandbox {
                 data,
                 plugins,
                 queue,
+                declared: environment.without_values(),
+                environment,
             }),
         })
     }
@@ -246,6 +267,7 @@ impl Sandbox {
             data,
             self.inner.plugins.clone(),
             self.inner.queue.clone(),
+            self.inner.environment.clone(),
         )
     }
 
@@ -258,7 +280,27 @@ impl Sandbox {
             self.inner.data.clone(),
             plugins,
             self.inner.queue.clone(),
+            self.inner.environment.clone(),
         )
+    }
+
+    /// The same guest, project and plugins with other settings and secrets for route code (at
+    /// start, and when `dev` reloads `config.py` or the env file).
+    pub fn with_environment(&self, environment: Environment) -> Result<Self, SandboxError> {
+        Self::with_store(
+            self.inner.guest.clone(),
+            self.inner.routes_dir.as_deref(),
+            self.inner.limits.clone(),
+            self.inner.data.clone(),
+            self.inner.plugins.clone(),
+            self.inner.queue.clone(),
+            environment,
+        )
+    }
+
+    /// The settings and secrets route code is given.
+    pub fn environment(&self) -> &Environment {
+        &self.inner.environment
     }
 
     /// Before the first request: make an instance in every slot this sandbox may use at once,
@@ -412,11 +454,15 @@ impl Sandbox {
             Purpose::Request => (self.inner.queue.clone(), self.inner.limits.time()),
             Purpose::Tooling => (self.inner.queue.scheduler().tooling(), TOOLING_TIME),
         };
+        let environment = match purpose {
+            Purpose::Request => self.inner.environment.clone(),
+            Purpose::Tooling => self.inner.declared.clone(),
+        };
         let turn = queue.turn().await.map_err(SandboxError::Busy)?;
         let inner = self.inner.clone();
         match turn
             .run(time, move |budget| {
-                inner.instantiate_and_call(budget, label, export)
+                inner.instantiate_and_call(budget, environment, label, export)
             })
             .await
         {
@@ -431,15 +477,17 @@ impl Sandbox {
     }
 }
 
-/// Logs what the guest printed when the call ends.
+/// Logs what the guest printed when the call ends, with the operator's values redacted.
 struct EmitOnDrop {
     output: output::GuestOutput,
     label: String,
+    environment: Environment,
 }
 
 impl Drop for EmitOnDrop {
     fn drop(&mut self) {
-        self.output.emit(&self.label);
+        self.output
+            .emit(&self.label, |line| self.environment.redact(line));
     }
 }
 
@@ -448,6 +496,7 @@ impl Inner {
     async fn instantiate_and_call<T, F>(
         self: Arc<Self>,
         budget: Budget,
+        environment: Environment,
         label: String,
         export: F,
     ) -> Result<T, SandboxError>
@@ -475,6 +524,7 @@ impl Inner {
         let _emit = EmitOnDrop {
             output: output.clone(),
             label,
+            environment: environment.clone(),
         };
         // Plugins run in stores of their own under this call's budget: their CPU is counted
         // in this call's (they run in its polls) and their epoch ticks ask the same budget.
@@ -489,6 +539,7 @@ impl Inner {
         .with_time(budget.clone())
         .with_output(output.clone());
         state.budget = Some(budget.clone());
+        state.environment = environment.clone();
         let mut store = Store::new(self.guest.engine().engine(), state);
         store.limiter(|state| &mut state.limits);
 
@@ -508,13 +559,30 @@ impl Inner {
                 })?;
         match export(router, &mut store).await {
             Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => Err(SandboxError::Project(Box::new(error))),
+            Ok(Err(error)) => Err(SandboxError::Project(Box::new(redacted(
+                &environment,
+                error,
+            )))),
             Err(trap) => {
                 let refused = store.data().limits.refused();
                 Err(guest::classify_trap(trap, limits, &budget, refused))
             }
         }
     }
+}
+
+/// `error` with the operator's values replaced wherever project code could have put them: the
+/// message, the traceback and the suggestions (the error page and the log show them).
+fn redacted(environment: &Environment, mut error: ProjectError) -> ProjectError {
+    if environment.values().is_empty() {
+        return error;
+    }
+    error.message = environment.redact(&error.message).into_owned();
+    error.traceback = environment.redact(&error.traceback).into_owned();
+    for suggestion in &mut error.suggestions {
+        *suggestion = environment.redact(suggestion).into_owned();
+    }
+    error
 }
 
 /// What a store's epoch callback tells wasmtime for the scheduler's verdict at a tick: the

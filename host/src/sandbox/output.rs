@@ -49,8 +49,13 @@ impl GuestOutput {
         captured.dropped += (data.len() - kept) as u64;
     }
 
-    /// The captured output as log lines, each prefixed with `label` and escaped.
-    pub fn lines(&self, label: &str) -> Vec<String> {
+    /// The captured output as log lines, each prefixed with `label` and escaped, after
+    /// `redact` rewrote the whole text (it hides the operator's values, which may span lines).
+    pub fn lines(
+        &self,
+        label: &str,
+        redact: impl for<'t> Fn(&'t str) -> std::borrow::Cow<'t, str>,
+    ) -> Vec<String> {
         let captured = self.captured.lock().unwrap_or_else(|e| e.into_inner());
         // The label holds the request path, which the client chose.
         let label = escape(label);
@@ -59,6 +64,7 @@ impl GuestOutput {
             return lines;
         }
         let text = String::from_utf8_lossy(&captured.bytes);
+        let text = redact(&text);
         let text = text.strip_suffix('\n').unwrap_or(&text);
         for line in text.split('\n') {
             lines.push(format!("{label} | {}", escape(line)));
@@ -72,9 +78,10 @@ impl GuestOutput {
         lines
     }
 
-    /// Write the captured output to the server's stderr, prefixed with `label`.
-    pub fn emit(&self, label: &str) {
-        let lines = self.lines(label);
+    /// Write the captured output to the server's stderr, prefixed with `label`, through
+    /// `redact` (see [`GuestOutput::lines`]).
+    pub fn emit(&self, label: &str, redact: impl for<'t> Fn(&'t str) -> std::borrow::Cow<'t, str>) {
+        let lines = self.lines(label, redact);
         if lines.is_empty() {
             return;
         }
@@ -172,7 +179,9 @@ mod tests {
     fn output_is_escaped_prefixed_and_capped() {
         let output = GuestOutput::default();
         output.push(b"\x1b[31mred\x1b[0m\nINFO forged\r\nok\ttab\n");
-        let lines = output.lines("GET /x routes/x/route.py");
+        let lines = output.lines("GET /x routes/x/route.py", |t| {
+            std::borrow::Cow::Borrowed(t)
+        });
         assert_eq!(
             lines,
             vec![
@@ -183,9 +192,13 @@ mod tests {
         );
         let big = GuestOutput::default();
         big.push(&vec![b'a'; MAX_OUTPUT_BYTES + 10]);
-        let lines = big.lines("L");
+        let lines = big.lines("L", |t| std::borrow::Cow::Borrowed(t));
         assert!(lines.last().unwrap().contains("10 more bytes"), "{lines:?}");
         assert!(escape("\u{202e}abc").starts_with("\\u{202e}"));
-        assert!(GuestOutput::default().lines("L").is_empty());
+        assert!(
+            GuestOutput::default()
+                .lines("L", |t| std::borrow::Cow::Borrowed(t))
+                .is_empty()
+        );
     }
 }

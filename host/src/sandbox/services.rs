@@ -2,7 +2,8 @@
 //! store; `sql`, its database (`crate::db`); `upstream`, which hands middleware's `call_next` the host's own answer;
 //! `plugins`, calls into the project's plugins (`crate::plugins`); and `stdlib`, the standard
 //! library's compiled modules (`super::stdlib`); and `passwords`, password hashing at native
-//! speed (`crate::passwords`). Each impl here only adapts the generated trait to the service's
+//! speed (`crate::passwords`); and `environment`, the settings and secrets the operator gives
+//! (`crate::environment`). Each impl here only adapts the generated trait to the service's
 //! own module.
 //!
 //! These are the only calls out of the sandbox besides WASI's clock, randomness and stdio.
@@ -11,7 +12,9 @@ use std::time::Duration;
 
 use super::{
     CallState,
-    bindings::filerouter::sandbox::{kv, passwords, plugins, sql, stdlib, types, upstream},
+    bindings::filerouter::sandbox::{
+        environment, kv, passwords, plugins, sql, stdlib, types, upstream,
+    },
 };
 use crate::{
     db,
@@ -23,6 +26,21 @@ use crate::{
 pub type Upstream = Box<dyn FnMut(HttpRequest) -> HttpResponse + Send>;
 
 impl types::Host for CallState {}
+
+impl environment::Host for CallState {
+    fn declared(&mut self) -> environment::Declarations {
+        environment::Declarations {
+            settings: self.environment.settings_json().to_string(),
+            names: self.environment.names().to_vec(),
+        }
+    }
+
+    /// Empty but in a request's call: the sandbox gives the server's own calls (and the build)
+    /// the declarations only.
+    fn values(&mut self) -> Vec<(String, String)> {
+        self.environment.values().to_vec()
+    }
+}
 
 impl kv::Host for CallState {
     async fn get(&mut self, key: String) -> Result<Option<String>, String> {

@@ -37,6 +37,7 @@ pub async fn bake(
     packages: Vec<(String, Vec<u8>)>,
     memory_bytes: usize,
     plugins: crate::plugins::Plugins,
+    declared: crate::environment::Environment,
 ) -> Result<Vec<u8>, BakeError> {
     let wasm = guest::wasm().map_err(BakeError::Snapshot)?;
     let failed: Arc<Mutex<Option<ProjectError>>> = Arc::default();
@@ -49,7 +50,15 @@ pub async fn bake(
                 root_files,
                 packages,
             };
-            let invoker = run_bake(instrumented, sources, memory_bytes, plugins, report).await?;
+            let invoker = run_bake(
+                instrumented,
+                sources,
+                memory_bytes,
+                plugins,
+                declared,
+                report,
+            )
+            .await?;
             Ok(Box::new(invoker) as Box<dyn Invoker>)
         })
     })
@@ -78,6 +87,7 @@ async fn run_bake(
     sources: Sources,
     memory_bytes: usize,
     plugins: crate::plugins::Plugins,
+    declared: crate::environment::Environment,
     report: Arc<Mutex<Option<ProjectError>>>,
 ) -> anyhow::Result<Snapshotter> {
     let wt = |e: wasmtime::Error| anyhow::anyhow!("{e:#}");
@@ -97,6 +107,9 @@ async fn run_bake(
     let far = std::time::Instant::now() + std::time::Duration::from_secs(600);
     state.plugins =
         crate::plugins::Session::new(plugins, state.limits.share(), far, Arc::default());
+    // What config.py declares, without values: module-level code that reads a secret fails
+    // here, naming its line, instead of baking a value into the snapshot.
+    state.environment = declared.without_values();
     let mut store = Store::new(&engine, state);
     store.limiter(|state| &mut state.limits);
     let instance = linker

@@ -20,7 +20,11 @@
 //! database_url = "postgres://acme:PASSWORD@db.internal:5432/acme"  # optional: its database
 //! kv_url = "redis://cache.internal:6379"                           # optional: its kv store
 //! migrate = true                 # apply its build's pending migrations when it loads
+//! env_file = "secrets/acme.env"  # values for the names its config.py declares (KEY=value lines)
 //! cpu_ms = 500
+//!
+//! [tenant.acme.env]              # the same, written here (these come first)
+//! JWT_SECRET = "..."
 //! ```
 //!
 //! `database_url` puts the tenant's database in Postgres instead of its data folder: give each
@@ -28,7 +32,9 @@
 //! PASSWORD '...'; CREATE DATABASE acme OWNER acme; REVOKE CONNECT ON DATABASE acme FROM
 //! PUBLIC;`). `kv_url` puts its kv store on a Redis server, under the keys
 //! `filerouter:tenant:NAME:`. Both are the operator's settings (with passwords: keep the file
-//! private); no message shows a password.
+//! private); no message shows a password. `env` and `env_file` give the values of the names the
+//! tenant's `config.py` declares in `environment` (`crate::environment`); a tenant never sees
+//! the server's own environment.
 //!
 //! Parsing is strict: unknown keys, wrong types, bad names, duplicate or overlapping hosts, a
 //! missing `project` or project folder are errors that name the file and line. This module only
@@ -45,6 +51,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::hosts::HostPattern;
+use crate::environment::{self, OperatorValues};
 
 /// Why a tenants file could not be used: one line naming the file and the line.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
@@ -89,6 +96,8 @@ struct RawTenant {
     database_url: Option<Spanned<String>>,
     kv_url: Option<Spanned<String>>,
     migrate: Option<Spanned<bool>>,
+    env: Option<Spanned<BTreeMap<String, String>>>,
+    env_file: Option<Spanned<String>>,
     memory_mb: Option<Spanned<u64>>,
     cpu_ms: Option<Spanned<u64>>,
     wall_s: Option<Spanned<f64>>,
@@ -188,6 +197,10 @@ pub struct TenantConfig {
     /// The servers that keep them instead, if any (`database_url`, `kv_url`; the kv prefix is
     /// always `filerouter:tenant:NAME:`).
     pub servers: crate::data::Servers,
+    /// Values for the names its `config.py` declares (`env`), and the operator's env file
+    /// (`env_file`, absolute), read when the tenant loads (`crate::environment`).
+    pub env: OperatorValues,
+    pub env_file: Option<PathBuf>,
     pub limits: TenantLimits,
 }
 
@@ -374,6 +387,34 @@ impl TenantsConfig {
                 }
                 None => None,
             };
+            let env = match &section.env {
+                Some(table) => {
+                    if let Some(bad) = table.get_ref().keys().find(|k| !environment::valid_name(k))
+                    {
+                        return Err(at(
+                            Some(table.span()),
+                            format!(
+                                "tenant {name}: `env`: {bad:?} is not a variable name (letters, digits and _, not starting with a digit)"
+                            ),
+                        ));
+                    }
+                    OperatorValues(table.get_ref().clone())
+                }
+                None => OperatorValues::default(),
+            };
+            let env_file = match &section.env_file {
+                Some(file) => {
+                    let path = base.join(file.get_ref());
+                    if !path.is_file() {
+                        return Err(at(
+                            Some(file.span()),
+                            format!("tenant {name}: `env_file` {} is not a file", path.display()),
+                        ));
+                    }
+                    Some(path)
+                }
+                None => None,
+            };
             tenants.push(TenantConfig {
                 name: name.clone(),
                 hosts,
@@ -386,6 +427,8 @@ impl TenantsConfig {
                     kv_url,
                     kv_prefix,
                 },
+                env,
+                env_file,
                 limits,
             });
         }

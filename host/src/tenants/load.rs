@@ -13,6 +13,7 @@ use crate::{
     cache::{self, CacheKey},
     config::Settings,
     data::Data,
+    environment::Environment,
     project::Project,
     sandbox::{
         Limits, Sandbox,
@@ -120,20 +121,6 @@ pub fn names_transient_os_error(message: &str) -> bool {
         .any(|text| message.contains(text))
 }
 
-/// Load the project at `root` from the cache in `dir`: [`open`], then [`serve_from`].
-pub fn load(
-    engine: &SandboxEngine,
-    root: &Path,
-    dir: &Path,
-    key: Option<&CacheKey>,
-    limits: impl FnOnce(&Settings) -> Limits,
-    data: Data,
-    queue: Queue,
-) -> Result<LoadedProject, LoadError> {
-    let (opened, stamp) = open(dir, key)?;
-    serve_from(engine, root, &opened, stamp, limits, data, queue)
-}
-
 /// Read and verify the cache in `dir`; also returns its stamp from before it was read.
 pub fn open(
     dir: &Path,
@@ -145,8 +132,9 @@ pub fn open(
 
 /// Make the opened cache servable with `engine`. `limits` gives the sandbox limits from the
 /// build's settings (a tenant's come from tenants.toml instead); `data` is the project's
-/// database and kv store;
-/// its requests wait for their turn in `queue`.
+/// database and kv store; `environment` the settings and secrets its route code is given
+/// (read by the caller: the cache holds none); its requests wait for their turn in `queue`.
+#[allow(clippy::too_many_arguments)]
 pub fn serve_from(
     engine: &SandboxEngine,
     root: &Path,
@@ -155,6 +143,7 @@ pub fn serve_from(
     limits: impl FnOnce(&Settings) -> Limits,
     data: Data,
     queue: Queue,
+    environment: Environment,
 ) -> Result<LoadedProject, LoadError> {
     // The native code's file is checked against the hash the verified cache records, on every
     // load, before it is mapped.
@@ -168,8 +157,9 @@ pub fn serve_from(
     let sealed = crate::plugins::sealed::decode(&opened.plugins).map_err(LoadError::Plugins)?;
     let plugins = crate::plugins::Plugins::from_sealed(root, &settings.plugins, &sealed)
         .map_err(|e| LoadError::Plugins(e.to_string()))?;
-    let sandbox =
-        Sandbox::with_data(guest, None, limits(&settings), data, queue)?.with_plugins(plugins)?;
+    let sandbox = Sandbox::with_data(guest, None, limits(&settings), data, queue)?
+        .with_plugins(plugins)?
+        .with_environment(environment)?;
     let project = Project::from_cache(&opened.metadata.routes, &opened.metadata.root_files);
     let routes = project.routes.len();
     let app = App::new(

@@ -48,6 +48,8 @@ use crate::{
     cache::CacheKey,
     data::Data,
     db::migrations::MigrationError,
+    environment::{EnvironmentError, Sources},
+    regular_file::FileError,
     request_body::BodyBudget,
     router::{self, Body},
     sandbox::{Limits, engine::SandboxEngine},
@@ -535,6 +537,26 @@ impl Tenants {
                 }
                 Err(e) => return Err(LoadFailure::Unavailable(e.to_string())),
             }
+            // The values of the names its config.py declares: the tenant's section of the
+            // tenants file, else its project's env file; never the server's environment.
+            let sources = Sources {
+                process: false,
+                operator: Some(&config.env.0),
+                operator_file: config.env_file.as_deref(),
+            };
+            let gathered = opened
+                .metadata
+                .settings
+                .gather_environment(&config.project, &sources)
+                .map_err(|e| match &e {
+                    EnvironmentError::File(FileError::Io { .. }) => {
+                        LoadFailure::Unavailable(e.to_string())
+                    }
+                    _ => LoadFailure::Refused(e.to_string()),
+                })?;
+            if let Some(missing) = gathered.missing_message(true) {
+                return Err(LoadFailure::Refused(missing));
+            }
             load::serve_from(
                 &engine,
                 &config.project,
@@ -543,6 +565,7 @@ impl Tenants {
                 |_| limits,
                 data,
                 queue,
+                gathered.environment,
             )
             .map_err(LoadFailure::of)
         })
@@ -689,8 +712,11 @@ impl Tenants {
                     .map_err(|e| tracing::error!("{e}"))
                     .ok()
             });
+        // New values for route code load the project again, as a new build does.
         let same_project = previous.config.project == wanted.project
-            && previous.config.cache_dir == wanted.cache_dir;
+            && previous.config.cache_dir == wanted.cache_dir
+            && previous.config.env == wanted.env
+            && previous.config.env_file == wanted.env_file;
         // The same queue (its waiting requests and CPU account stay), with the new bounds.
         previous.queue.reconfigure(queue_config(&wanted));
         let tenant = Tenant::new(

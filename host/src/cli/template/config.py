@@ -13,3 +13,9 @@ logging = {"level": "info", "production_level": "warning"}
 build = {"cache_dir": ".cache", "compression_level": 6}
 sandbox = {"memory_mb": 256, "cpu_ms": 30000, "wall_s": 30, "max_body_bytes": 10 * 1024 * 1024}
 commands = {}
+
+# Secrets stay out of the source: declare their names here, give the values in the server's
+# environment or in .env (not committed), and read them in a handler with `filerouter.env`.
+environment = {"names": [], "optional": []}
+# Settings of your own, read anywhere as `filerouter.settings["name"]`.
+settings = {}
