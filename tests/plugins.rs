@@ -969,11 +969,23 @@ fn stubs_describe_every_function_for_editors() {
         GRANTS_KV,
         &[("routes/index.py", "def GET(request):\n    return {}\n")],
     );
+    // An earlier version's stub of `filerouter` itself, which would hide the typed package.
+    project.write(
+        "typings/filerouter/__init__.pyi",
+        "# Written by `filerouter plugins stubs`.\nfrom typing import Any\n",
+    );
     let (code, out, stderr) = run(&["plugins", "stubs"], project.path());
     assert_eq!(code, 0, "{stderr}");
     assert!(
         out.contains("typings/filerouter/plugins/probe.pyi"),
         "{out}"
+    );
+    assert!(
+        !project
+            .path()
+            .join("typings/filerouter/__init__.pyi")
+            .exists(),
+        "the old stub of `filerouter` is still there"
     );
     let stub = std::fs::read_to_string(project.path().join("typings/filerouter/plugins/probe.pyi"))
         .unwrap();

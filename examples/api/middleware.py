@@ -6,15 +6,16 @@ validation.
 """
 
 import time
+from collections.abc import Awaitable, Callable
 
-from filerouter import JSONResponse, kv
+from filerouter import JSONResponse, Request, Response, kv
 
 TOKEN = "secret-token"
 RATE_LIMIT = 100  # requests per client IP per minute
 PUBLIC_PREFIXES = ("/health", "/docs", "/openapi.json", "/logo.svg")
 
 
-async def middleware(request, call_next):
+async def middleware(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
     started = time.monotonic()
 
     # Per-IP rate limiting: a counter per client and minute, shared by every request.

@@ -1,4 +1,9 @@
-def handler(request, context):
+from typing import Any
+
+from filerouter import Request
+
+
+def handler(request: Request, context: Any) -> dict[str, Any]:
     """The 404 answer: JSON that lists what does exist."""
     stats = context.get_statistics()
     return {

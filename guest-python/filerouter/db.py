@@ -25,14 +25,30 @@ which the sandbox provides: `db.connect()` is `sqlite3.connect("app.db")`.
   request) raises `LimitExceeded`. Both are `sqlite3.OperationalError`s.
 """
 
+from __future__ import annotations
+
 import sqlite3
-from sqlite3._exceptions import LimitExceeded, NotAllowed
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    # Checkers know the standard library's `sqlite3`, not the sandbox's own package that these
+    # come from: declared here as what they are.
+
+    class LimitExceeded(sqlite3.OperationalError):
+        """A bound of the request or the project was reached."""
+
+    class NotAllowed(sqlite3.OperationalError):
+        """A statement that reaches outside the database."""
+
+else:
+    from sqlite3._exceptions import LimitExceeded, NotAllowed
 
 __all__ = ["LimitExceeded", "NotAllowed", "connect"]
 
 
-def connect(name="app.db", **kwargs):
+def connect(name: str = "app.db", **kwargs: Any) -> sqlite3.Connection:
     """A `sqlite3.Connection` to the project's database (`name=":memory:"`: a private
     in-memory one). `kwargs` are `sqlite3.connect`'s (`isolation_level`, `autocommit`,
     `detect_types`, ...)."""
-    return sqlite3.connect(name, **kwargs)
+    conn: sqlite3.Connection = sqlite3.connect(name, **kwargs)
+    return conn

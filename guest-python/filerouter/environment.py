@@ -34,7 +34,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, overload
 
-from wit_world.imports import environment as _host
+from wit_world.imports import environment as _host  # type: ignore[import-not-found]  # sandbox only
 
 __all__ = ["MissingSettingError", "NotDeclaredError", "ReadAtImportError", "env", "settings"]
 
@@ -190,7 +190,7 @@ class Settings(Mapping[str, Any]):
         return f"<filerouter.settings: {dict(_declarations()[1])!r}>"
 
 
-class _Environ(os._Environ):  # type: ignore[type-arg,misc]  # os._Environ is private and untyped
+class _Environ(os._Environ):  # type: ignore[type-arg]  # os._Environ is private and untyped
     """`os.environ` in the sandbox: its own variables, plus the declared names' values while a
     request runs. A subclass of the standard one, so `isinstance` checks still hold."""
 
@@ -198,7 +198,7 @@ class _Environ(os._Environ):  # type: ignore[type-arg,misc]  # os._Environ is pr
         identity = lambda value: value  # noqa: E731
         super().__init__(dict(base), identity, identity, identity, identity)
         # Variables of the sandbox itself, and what module-level code wrote (part of the build).
-        self._base = self._data
+        self._base: dict[str, str] = self._data  # type: ignore[attr-defined]  # (os._Environ's)
         # This call's view: `_base` with the values, made on first use outside an import.
         self._call: dict[str, str] | None = None
 
@@ -242,7 +242,7 @@ class _Environ(os._Environ):  # type: ignore[type-arg,misc]  # os._Environ is pr
     def copy(self) -> dict[str, str]:
         return dict(self)
 
-    def setdefault(self, name: str, value: str) -> str:
+    def setdefault(self, name: str, value: str) -> str:  # type: ignore[override]
         if name not in self:
             self[name] = value
         return self[name]

@@ -1,6 +1,12 @@
 """Exceptions a handler raises on purpose to answer with an error status."""
 
+from __future__ import annotations
+
 import http
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
 
 
 class HTTPException(Exception):
@@ -10,7 +16,7 @@ class HTTPException(Exception):
     to the response.
     """
 
-    def __init__(self, status_code, detail=None, headers=None):
+    def __init__(self, status_code: int, detail: Any = None, headers: Mapping[str, str] | None = None) -> None:
         if detail is None:
             try:
                 detail = http.HTTPStatus(status_code).phrase
@@ -18,13 +24,13 @@ class HTTPException(Exception):
                 detail = ""
         super().__init__(status_code, detail)
         self.status_code = status_code
-        self.detail = detail
-        self.headers = dict(headers or {})
+        self.detail: Any = detail
+        self.headers: dict[str, str] = dict(headers or {})
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.status_code}: {self.detail}"
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"HTTPException(status_code={self.status_code!r}, detail={self.detail!r})"
 
 
@@ -34,7 +40,13 @@ class ProjectCodeError(Exception):
     `filename` is a sandbox path (`/routes/...`); `suggestions` are shown on the error page.
     """
 
-    def __init__(self, message, filename=None, lineno=None, suggestions=()):
+    def __init__(
+        self,
+        message: str,
+        filename: str | None = None,
+        lineno: int | None = None,
+        suggestions: Iterable[str] = (),
+    ) -> None:
         super().__init__(message)
         self.msg = message
         self.filename = filename
@@ -57,6 +69,6 @@ class NoHandlerError(ProjectCodeError):
 class RequestValidationError(Exception):
     """Path or query parameters that do not convert: answered with 422 and FastAPI's body."""
 
-    def __init__(self, errors):
+    def __init__(self, errors: list[dict[str, Any]]) -> None:
         super().__init__(errors)
         self.errors = errors

@@ -7,12 +7,18 @@ Starlette's (1,000 each). A malformed multipart body is a 400. Not for: validati
 values (see `params` and `validation`).
 """
 
+from __future__ import annotations
+
 import io
 from email.message import Message
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
 from .exceptions import HTTPException
 from .multidict import MultiDict
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
 
 MAX_FIELDS = 1000
 MAX_FILES = 1000
@@ -24,46 +30,54 @@ class UploadFile:
 
     __filerouter_upload__ = True
 
-    def __init__(self, file, *, size=None, filename=None, headers=None, content_type=None):
+    def __init__(
+        self,
+        file: io.BytesIO,
+        *,
+        size: int | None = None,
+        filename: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        content_type: str | None = None,
+    ) -> None:
         self.file = file
         self.size = size
         self.filename = filename
-        self.headers = headers or {}
+        self.headers: Mapping[str, str] = headers or {}
         self.content_type = content_type
 
-    async def read(self, size=-1):
+    async def read(self, size: int = -1) -> bytes:
         return self.file.read(size)
 
-    async def seek(self, offset):
+    async def seek(self, offset: int) -> None:
         self.file.seek(offset)
 
-    async def write(self, data):
+    async def write(self, data: bytes) -> None:
         self.file.write(data)
 
-    async def close(self):
+    async def close(self) -> None:
         self.file.close()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"UploadFile(filename={self.filename!r}, size={self.size!r}, content_type={self.content_type!r})"
 
 
-class FormData(MultiDict):
+class FormData(MultiDict["str | UploadFile"]):
     """The fields of a form as a multi-dict: `get(name)` gives the last value, `getlist` all.
     Values are `str`, or `UploadFile` for files."""
 
-    async def close(self):
+    async def close(self) -> None:
         for _, value in self._items:
             if isinstance(value, UploadFile):
                 await value.close()
 
 
-def _header_params(value):
+def _header_params(value: str) -> Message:
     message = Message()
     message["content-type"] = value
     return message
 
 
-def parse(content_type, body):
+def parse(content_type: str | None, body: bytes) -> FormData:
     """The `FormData` of a request body; empty for a body that is not a form."""
     message = _header_params(content_type or "")
     kind = message.get_content_type()
@@ -75,17 +89,18 @@ def parse(content_type, body):
             raise HTTPException(400, f"Too many fields. Maximum number of fields is {MAX_FIELDS}.") from None
         return FormData(items)
     if kind == "multipart/form-data":
-        boundary = message.get_param("boundary")
+        # A str (an RFC 2231 tuple has no `encode` and fails below).
+        boundary: Any = message.get_param("boundary")
         if not boundary:
             raise HTTPException(400, "There was an error parsing the body")
         return FormData(_multipart(body, boundary.encode("latin-1")))
     return FormData()
 
 
-def _disposition(value):
+def _disposition(value: str) -> dict[str, str]:
     message = Message()
     message["content-disposition"] = value
-    params = {}
+    params: dict[str, str] = {}
     for key, val in message.get_params(header="content-disposition", failobj=[])[1:]:
         if isinstance(val, tuple):  # RFC 2231 `filename*=utf-8''...`
             val = bytes(val[2], "latin-1").decode(val[0] or "utf-8", "replace")
@@ -93,7 +108,7 @@ def _disposition(value):
     return params
 
 
-def _multipart(body, boundary):
+def _multipart(body: bytes, boundary: bytes) -> Iterator[tuple[str, str | UploadFile]]:
     delimiter = b"--" + boundary
     start = body.find(delimiter)
     if start < 0:
@@ -108,11 +123,11 @@ def _multipart(body, boundary):
         head, sep, data = chunk[2:].partition(b"\r\n\r\n")
         if not sep:
             raise HTTPException(400, "There was an error parsing the body")
-        headers = {}
+        headers: dict[str, str] = {}
         for line in head.split(b"\r\n"):
-            name, colon, value = line.partition(b":")
+            key, colon, value = line.partition(b":")
             if colon:
-                headers[name.strip().decode("latin-1").lower()] = value.strip().decode("latin-1")
+                headers[key.strip().decode("latin-1").lower()] = value.strip().decode("latin-1")
         disposition = _disposition(headers.get("content-disposition", ""))
         name = disposition.get("name")
         if name is None:

@@ -28,11 +28,18 @@ whether this module's (a bad key, value or ttl) or the host's (a bound of the st
 being unreachable), is a `KVError` raised at the call, with the reason.
 """
 
+from __future__ import annotations
+
 import json
 import math
+from typing import TYPE_CHECKING, Any
 
-import wit_text
-from wit_world.imports import kv as _host
+# The guest's own module and componentize-py's bindings: only inside the sandbox.
+import wit_text  # type: ignore[import-not-found]
+from wit_world.imports import kv as _host  # type: ignore[import-not-found]
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator, Mapping
 
 __all__ = [
     "DELETE",
@@ -66,7 +73,7 @@ class KVError(Exception):
 
 
 class _Delete:
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "kv.DELETE"
 
 
@@ -74,7 +81,7 @@ class _Delete:
 DELETE = _Delete()
 
 
-def _ttl_ms(ttl):
+def _ttl_ms(ttl: float | None) -> int | None:
     if ttl is None:
         return None
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
@@ -84,21 +91,21 @@ def _ttl_ms(ttl):
     return max(1, int(ttl * 1000))
 
 
-def _check_key(key, what="kv keys"):
+def _check_key(key: str, what: str = "kv keys") -> None:
     if not isinstance(key, str):
         raise KVError(f"{what} are strings, not {type(key).__name__}")
     if wit_text.has_lone_surrogate(key):
         raise KVError(f"{what} must be valid Unicode text; this one holds a lone surrogate")
 
 
-def _check_page_size(value, name):
+def _check_page_size(value: int, name: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise KVError(f"{name} must be an int, not {type(value).__name__}")
     if not 1 <= value <= MAX_KEYS_PAGE:
         raise KVError(f"{name} must be from 1 to {MAX_KEYS_PAGE}, not {value}")
 
 
-def _encode(value):
+def _encode(value: Any) -> str:
     """`value` as the JSON text the host stores. Keys are sorted, so that equal dicts are equal
     text (`compare_and_set` compares text)."""
     try:
@@ -108,34 +115,35 @@ def _encode(value):
         raise KVError(f"kv values must be JSON (dict, list, str, int, float, bool, None): {exc}") from None
 
 
-def _call(function, *args):
+def _call(function: Callable[..., Any], *args: Any) -> Any:
     try:
         return function(*args)
     except Exception as exc:  # the binding raises `Err` carrying the host's message
         raise KVError(getattr(exc, "value", str(exc))) from None
 
 
-def get(key, default=None):
+def get(key: str, default: Any = None) -> Any:
     """The value stored under `key`, or `default` if there is none (or it expired)."""
     _check_key(key)
     raw = _call(_host.get, key)
     return default if raw is None else json.loads(raw)
 
 
-def set(key, value, ttl=None):  # noqa: A001  (the natural name, as in every key-value client)
+def set(key: str, value: Any, ttl: float | None = None) -> None:  # noqa: A001  (the natural name, as in every key-value client)
     """Store `value` (anything JSON can hold) under `key`; with `ttl`, for that many seconds."""
     _check_key(key)
     ttl_ms = _ttl_ms(ttl)
     _call(_host.set, key, _encode(value), ttl_ms)
 
 
-def delete(key):
+def delete(key: str) -> bool:
     """Remove `key`; returns whether it was there."""
     _check_key(key)
-    return _call(_host.delete, key)
+    deleted: bool = _call(_host.delete, key)
+    return deleted
 
 
-def incr(key, by=1, ttl=None):
+def incr(key: str, by: int = 1, ttl: float | None = None) -> int:
     """Add `by` to the integer under `key` (0 if absent) atomically and return the new value.
 
     `ttl` (seconds) applies when this call creates the key, so `incr(k, ttl=60)` counts in a
@@ -147,10 +155,11 @@ def incr(key, by=1, ttl=None):
     if not _S64[0] <= by <= _S64[1]:
         raise KVError(f"incr adds a 64-bit integer; {by} is out of range")
     ttl_ms = _ttl_ms(ttl)
-    return _call(_host.incr, key, by, ttl_ms)
+    count: int = _call(_host.incr, key, by, ttl_ms)
+    return count
 
 
-def compare_and_set(key, expected, value, ttl=None):
+def compare_and_set(key: str, expected: Any, value: Any, ttl: float | None = None) -> bool:
     """If `key` holds `expected`, store `value` instead, in one step; returns whether it did.
 
     `expected=None` means "absent" (what `get` returns for a missing key), so a read-modify-write
@@ -166,10 +175,11 @@ def compare_and_set(key, expected, value, ttl=None):
     ttl_ms = _ttl_ms(ttl)
     expected_text = None if expected is None else _encode(expected)
     value_text = None if value is DELETE else _encode(value)
-    return _call(_host.compare_and_set, key, expected_text, value_text, ttl_ms)
+    done: bool = _call(_host.compare_and_set, key, expected_text, value_text, ttl_ms)
+    return done
 
 
-def keys(prefix="", limit=100, after=None):
+def keys(prefix: str = "", limit: int = 100, after: str | None = None) -> list[str]:
     """One page of the keys that start with `prefix`, in order (by their UTF-8 bytes): at most
     `limit` (1 to 1000) of them, those after `after` when given.
 
@@ -180,10 +190,11 @@ def keys(prefix="", limit=100, after=None):
     if after is not None:
         _check_key(after, "kv keys (`after`)")
     _check_page_size(limit, "limit")
-    return _call(_host.keys, prefix, after, limit)
+    page: list[str] = _call(_host.keys, prefix, after, limit)
+    return page
 
 
-def scan(prefix="", page_size=100):
+def scan(prefix: str = "", page_size: int = 100) -> Iterator[str]:
     """Every key that starts with `prefix`, in order, fetched `page_size` (1 to 1000) at a
     time: an iterator (`for key in kv.scan("session:")`, or `list(kv.scan(...))`).
 
@@ -195,8 +206,8 @@ def scan(prefix="", page_size=100):
     return _pages(prefix, page_size)
 
 
-def _pages(prefix, page_size):
-    after = None
+def _pages(prefix: str, page_size: int) -> Iterator[str]:
+    after: str | None = None
     while True:
         page = keys(prefix, limit=page_size, after=after)
         yield from page
@@ -205,32 +216,32 @@ def _pages(prefix, page_size):
         after = page[-1]
 
 
-def set_many(items, ttl=None):
+def set_many(items: Mapping[str, Any], ttl: float | None = None) -> None:
     """Store every `key: value` of the mapping `items` in one step: all of them or, on a
     `KVError`, none. `ttl` (seconds) applies to each. At most 1000 entries."""
     if not hasattr(items, "items"):
         raise KVError(f"set_many takes a mapping of keys to values, not {type(items).__name__}")
     ttl_ms = _ttl_ms(ttl)
-    entries = []
+    entries: list[tuple[str, str | None]] = []
     for key, value in items.items():
         _check_key(key)
         entries.append((key, _encode(value)))
     _write(entries, ttl_ms)
 
 
-def delete_many(keys):  # (the parameter hides the `keys` function in here only)
+def delete_many(keys: Iterable[str]) -> None:  # (the parameter hides the `keys` function in here only)
     """Remove every key in `keys` (an iterable of keys) in one step: all of them or, on a
     `KVError`, none. Keys that are absent are no error. At most 1000 keys."""
     if isinstance(keys, str) or not hasattr(keys, "__iter__"):
         raise KVError(f"delete_many takes an iterable of keys (a list, say), not {type(keys).__name__}")
-    entries = []
+    entries: list[tuple[str, str | None]] = []
     for key in keys:
         _check_key(key)
         entries.append((key, None))
     _write(entries, None)
 
 
-def _write(entries, ttl_ms):
+def _write(entries: list[tuple[str, str | None]], ttl_ms: int | None) -> None:
     if len(entries) > MAX_ENTRIES:
         raise KVError(f"one write takes at most {MAX_ENTRIES} entries, not {len(entries)}")
     if entries:

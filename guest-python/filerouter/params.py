@@ -9,6 +9,8 @@ checked by `validation`, and failures collected as FastAPI (pydantic 2) reports 
 gets the same 422 body from filerouter as from FastAPI.
 """
 
+from __future__ import annotations
+
 import contextlib
 import dataclasses
 import datetime
@@ -18,8 +20,9 @@ import inspect
 import json
 import typing
 import uuid
+from typing import TYPE_CHECKING, Any, cast
 
-import wit_text
+import wit_text  # type: ignore[import-not-found]  # the guest's own module: only in the sandbox
 
 from . import validation
 from .exceptions import HandlerSignatureError, HTTPException, RequestValidationError
@@ -28,11 +31,16 @@ from .markers import Body, File, Form, Param, marker_of
 from .requests import Request
 from .validation import INVALID, split_annotated
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from .validation import Constraints, Errors
+
 _EMPTY = inspect.Parameter.empty
 _UNSET = object()
 
 
-def kind_of(hint):
+def kind_of(hint: Any) -> str:
     """The name of the conversion a hint asks for: int, float, str, bool, uuid, enum, list, any."""
     hint, _ = split_annotated(hint)
     if hint is _EMPTY or hint is typing.Any:
@@ -60,7 +68,7 @@ def kind_of(hint):
     return "any"
 
 
-def enum_class(hint):
+def enum_class(hint: Any) -> type[enum.Enum] | None:
     hint, _ = split_annotated(hint)
     origin = typing.get_origin(hint)
     if origin is not None:
@@ -74,7 +82,7 @@ def enum_class(hint):
 _SCALARS = (int, float, str, bool, bytes, decimal.Decimal, uuid.UUID, datetime.date, datetime.datetime, datetime.time)
 
 
-def _is_scalar(hint):
+def _is_scalar(hint: Any) -> bool:
     hint, _ = split_annotated(hint)
     if hint is _EMPTY or hint is typing.Any or hint is None or hint is type(None):
         return True
@@ -85,7 +93,7 @@ def _is_scalar(hint):
     return isinstance(hint, type) and (issubclass(hint, _SCALARS) or issubclass(hint, enum.Enum))
 
 
-def _is_sequence(hint):
+def _is_sequence(hint: Any) -> bool:
     hint, _ = split_annotated(hint)
     if validation.is_union(hint):
         args = [a for a in typing.get_args(hint) if a is not type(None)]
@@ -96,14 +104,14 @@ def _is_sequence(hint):
     )
 
 
-def _is_upload(hint):
+def _is_upload(hint: Any) -> bool:
     hint, _ = split_annotated(hint)
     if validation.is_union(hint) or _is_sequence(hint):
         return any(_is_upload(a) for a in typing.get_args(hint))
     return isinstance(hint, type) and issubclass(hint, UploadFile)
 
 
-def _body_shaped(hint):
+def _body_shaped(hint: Any) -> bool:
     """Whether FastAPI reads a parameter of this type from the body: not a scalar, and not a
     sequence of scalars."""
     if _is_scalar(hint):
@@ -117,7 +125,7 @@ def _body_shaped(hint):
     return True
 
 
-def type_hints(fn):
+def type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
     """The function's resolved type hints (`Annotated` kept); unresolvable string annotations
     stay as they are."""
     try:
@@ -138,58 +146,72 @@ class Spec:
     # request, depends, auto (path if the route has it, else query), path, query, header,
     # cookie, body, form
     location: str
-    hint: object = _EMPTY
+    hint: Any = _EMPTY
     alias: str = ""
     required: bool = True
-    default: object = None
-    marker: Param = None
-    constraints: object = None
+    default: Any = None
+    marker: Param | None = None
+    constraints: Constraints | None = None
     many: bool = False
-    dependency: object = None
+    dependency: Callable[..., Any] | None = None
     use_cache: bool = True
 
-    def default_value(self):
+    def default_value(self) -> Any:
         if self.marker is not None and self.marker.default_factory is not None:
             return self.marker.default_factory()
         return self.default
 
     @property
-    def description(self):
+    def description(self) -> str | None:
         return self.marker.description if self.marker is not None else None
 
 
-class Depends:
-    """Declare a dependency, as in FastAPI: `def GET(request, user=Depends(current_user))`.
+class Dependency:
+    """A declared dependency, as `Depends(...)` makes it at run time: `dependency` and
+    `use_cache`, read when a function's parameters are bound."""
 
-    `dependency` is called once per request with parameters bound like a handler's (the
-    request, path and query parameters, further `Depends`); its return value is passed in. A
-    dependency that `yield`s is set up before the handler and torn down after it, in reverse
-    order. With `use_cache` (the default) a dependency used twice in one request runs once.
-    """
-
-    def __init__(self, dependency=None, *, use_cache=True):
+    def __init__(self, dependency: Callable[..., Any] | None = None, *, use_cache: bool = True) -> None:
         self.dependency = dependency
         self.use_cache = use_cache
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         name = getattr(self.dependency, "__name__", repr(self.dependency))
         return f"Depends({name})"
 
 
-def _depends_of(param, hint, metadata):
-    marker = param.default
-    if not isinstance(marker, Depends):
-        marker = next((m for m in metadata if isinstance(m, Depends)), None)
+if TYPE_CHECKING:
+    # For type checkers a function returning `Any`, as FastAPI declares it, so that
+    # `conn: Database = Depends(get_db)` checks. At run time, the class below.
+
+    def Depends(dependency: Callable[..., Any] | None = None, *, use_cache: bool = True) -> Any:  # noqa: N802
+        """Declare a dependency, as in FastAPI: `def GET(request, user=Depends(current_user))`.
+
+        `dependency` is called once per request with parameters bound like a handler's (the
+        request, path and query parameters, further `Depends`); its return value is passed in. A
+        dependency that `yield`s is set up before the handler and torn down after it, in reverse
+        order. With `use_cache` (the default) a dependency used twice in one request runs once.
+        """
+
+else:
+
+    class Depends(Dependency):
+        pass
+
+
+def _depends_of(param: inspect.Parameter, hint: Any, metadata: Sequence[Any]) -> Dependency | None:
+    marker: object = param.default
+    if not isinstance(marker, Dependency):
+        marker = next((m for m in metadata if isinstance(m, Dependency)), None)
     if marker is None:
         return None
     if marker.dependency is not None:
         return marker
     if callable(hint) and hint is not _EMPTY:
-        return Depends(hint, use_cache=marker.use_cache)
+        return Dependency(hint, use_cache=marker.use_cache)
     raise HandlerSignatureError(f"Depends() on `{param.name}` names no dependency and has no type hint")
 
 
-def _spec(param, hints):
+def _spec(param: inspect.Parameter, hints: dict[str, Any]) -> Spec:
     full = hints.get(param.name, _EMPTY)
     hint, metadata = split_annotated(full) if full is not _EMPTY else (_EMPTY, [])
     if param.name == "request" or (isinstance(hint, type) and issubclass(hint, Request)):
@@ -210,7 +232,7 @@ def _spec(param, hints):
         default = None if required else param.default
         constraints = None
     alias = marker.alias if marker is not None and marker.alias else param.name
-    if location == "header" and not (marker and marker.alias) and marker.convert_underscores:
+    if location == "header" and marker is not None and not marker.alias and marker.convert_underscores:
         alias = param.name.replace("_", "-")
     return Spec(
         param.name,
@@ -228,10 +250,10 @@ def _spec(param, hints):
 # fn -> (signature, type hints, specs). Filled per instance in development; `filerouter build`
 # fills it for every handler and dependency before the snapshot, so production requests skip
 # `inspect`.
-_SIGNATURES = {}
+_SIGNATURES: dict[Any, tuple[inspect.Signature, dict[str, Any], list[Spec]]] = {}
 
 
-def _compute(fn):
+def _compute(fn: Callable[..., Any]) -> tuple[inspect.Signature, dict[str, Any], list[Spec]]:
     signature = inspect.signature(fn)
     hints = type_hints(fn)
     specs = [
@@ -242,7 +264,7 @@ def _compute(fn):
     return signature, hints, specs
 
 
-def _computed(fn):
+def _computed(fn: Callable[..., Any]) -> tuple[inspect.Signature, dict[str, Any], list[Spec]]:
     try:
         found = _SIGNATURES.get(fn)
     except TypeError:  # an unhashable callable object: nothing to remember it by
@@ -252,30 +274,30 @@ def _computed(fn):
     return found
 
 
-def signature_of(fn):
+def signature_of(fn: Callable[..., Any]) -> tuple[inspect.Signature, dict[str, Any]]:
     """`(inspect.signature(fn), type_hints(fn))`, computed once per function."""
     signature, hints, _ = _computed(fn)
     return signature, hints
 
 
-def specs_of(fn):
+def specs_of(fn: Callable[..., Any]) -> list[Spec]:
     """How each parameter of `fn` is bound (`Spec`s, in declaration order)."""
     return _computed(fn)[2]
 
 
-def warm(fn):
+def warm(fn: Callable[..., Any]) -> None:
     """Compute the signatures of `fn` and of its dependencies now (at build time)."""
     _names_taken(fn, set())
     body_specs(fn)
 
 
-def wants_request(param, hints):
+def wants_request(param: inspect.Parameter, hints: dict[str, Any]) -> bool:
     """Whether a parameter receives the `Request`: named `request` or annotated with `Request`."""
     hint, _ = split_annotated(hints.get(param.name, _EMPTY))
     return param.name == "request" or (isinstance(hint, type) and issubclass(hint, Request))
 
 
-def dependency_of(param, hints):
+def dependency_of(param: inspect.Parameter, hints: dict[str, Any]) -> Callable[..., Any] | None:
     """The callable a parameter depends on, or None if it is not a `Depends` parameter."""
     full = hints.get(param.name, _EMPTY)
     hint, metadata = split_annotated(full) if full is not _EMPTY else (_EMPTY, [])
@@ -283,7 +305,9 @@ def dependency_of(param, hints):
     return depends.dependency if depends is not None else None
 
 
-def _suggested_signature(fn, signature, hints, path_values):
+def _suggested_signature(
+    fn: Callable[..., Any], signature: inspect.Signature, hints: dict[str, Any], path_values: dict[str, Any]
+) -> str:
     parts = ["request"]
     for name, value in path_values.items():
         parts.append(f"{name}: list" if isinstance(value, list) else f"{name}: str")
@@ -295,7 +319,7 @@ def _suggested_signature(fn, signature, hints, path_values):
     return f"{prefix} {fn.__name__}({', '.join(parts)}):"
 
 
-def _names_taken(fn, seen):
+def _names_taken(fn: Callable[..., Any], seen: set[Any]) -> set[str]:
     """The parameter names of `fn` and of its dependencies, recursively."""
     if fn in seen:
         return set()
@@ -314,7 +338,7 @@ def _names_taken(fn, seen):
     return names
 
 
-def check_signature(fn, path_values):
+def check_signature(fn: Callable[..., Any], path_values: dict[str, Any]) -> None:
     """Raise `HandlerSignatureError` if `fn` cannot take its route's path parameters."""
     signature, hints = signature_of(fn)
     params = signature.parameters
@@ -354,7 +378,7 @@ def check_signature(fn, path_values):
             )
 
 
-def _flat(fn, seen, pick):
+def _flat(fn: Callable[..., Any], seen: set[Any], pick: Callable[[Spec], bool]) -> list[Spec]:
     """`pick(spec)` for the specs of `fn` and its dependencies, dependencies first."""
     if fn in seen:
         return []
@@ -368,7 +392,7 @@ def _flat(fn, seen, pick):
     return found
 
 
-def query_params_of(fn, path_names, seen=None):
+def query_params_of(fn: Callable[..., Any], path_names: Sequence[str], seen: set[Any] | None = None) -> list[Spec]:
     """(parameter, hints) of every query parameter `fn` takes, including its dependencies'."""
     signature, _ = signature_of(fn)
     specs = _flat(fn, set() if seen is None else seen, lambda s: s.location in ("auto", "query"))
@@ -380,7 +404,7 @@ def query_params_of(fn, path_names, seen=None):
     return out
 
 
-def param_specs(fn):
+def param_specs(fn: Callable[..., Any]) -> list[Spec]:
     """Every path, query, header and cookie parameter of `fn` and of its dependencies, the
     function's own first, without repeats (by location and name)."""
     own = [s for s in specs_of(fn) if s.location in ("auto", "path", "query", "header", "cookie")]
@@ -394,10 +418,10 @@ def param_specs(fn):
     return out
 
 
-_BODIES = {}
+_BODIES: dict[Any, tuple[list[Spec], bool, bool]] = {}
 
 
-def body_specs(fn):
+def body_specs(fn: Callable[..., Any]) -> tuple[list[Spec], bool, bool]:
     """`(specs, embed, is_form)` of the body parameters of `fn` and its dependencies. Several
     body parameters, `Body(embed=True)` or form fields are read by name; a single one is the
     whole body."""
@@ -417,11 +441,11 @@ def body_specs(fn):
     return found
 
 
-def _missing(loc):
+def _missing(loc: Sequence[Any]) -> dict[str, Any]:
     return {"type": "missing", "loc": list(loc), "msg": "Field required", "input": None}
 
 
-def _safe_input(item):
+def _safe_input(item: dict[str, Any]) -> dict[str, Any]:
     value = item.get("input")
     if isinstance(value, (bytes, bytearray)):
         item["input"] = bytes(value).decode("utf-8", "replace")
@@ -430,7 +454,7 @@ def _safe_input(item):
     return item
 
 
-def _is_json(content_type):
+def _is_json(content_type: str) -> bool:
     kind = content_type.split(";", 1)[0].strip().lower()
     main, _, sub = kind.partition("/")
     return main == "application" and (sub == "json" or sub.endswith("+json"))
@@ -440,15 +464,15 @@ class Resolver:
     """Binds one request's handler and dependencies: the per-request dependency cache, the
     parsed body, and the exit stack that tears `yield` dependencies down."""
 
-    def __init__(self, request, path_values, stack):
+    def __init__(self, request: Request, path_values: dict[str, Any], stack: contextlib.AsyncExitStack) -> None:
         self.request = request
         self.path_values = path_values
         self.stack = stack
-        self.cache = {}
+        self.cache: dict[Any, Any] = {}
         self.embed = False
         self._body = _UNSET
 
-    async def kwargs(self, fn, check=False):
+    async def kwargs(self, fn: Callable[..., Any], check: bool = False) -> dict[str, Any]:
         """Keyword arguments for calling `fn`: the request, path, query, header and cookie
         parameters, the body, and the values of its dependencies.
 
@@ -460,14 +484,15 @@ class Resolver:
             if specs and not is_form:
                 self._json_body()  # malformed JSON is the only error FastAPI reports
         kwargs = {}
-        groups = {"depends": [], "path": [], "query": [], "header": [], "cookie": [], "body": []}
+        groups: dict[str, Errors] = {"depends": [], "path": [], "query": [], "header": [], "cookie": [], "body": []}
         bodies = []
         for spec in specs_of(fn):
             if spec.location == "request":
                 kwargs[spec.name] = self.request
             elif spec.location == "depends":
                 try:
-                    kwargs[spec.name] = await self.solve(spec.dependency, spec.use_cache)
+                    dependency = cast("Callable[..., Any]", spec.dependency)  # set for every `depends` spec
+                    kwargs[spec.name] = await self.solve(dependency, spec.use_cache)
                 except RequestValidationError as invalid:
                     groups["depends"] += invalid.errors
             elif spec.location in ("body", "form"):
@@ -481,7 +506,7 @@ class Resolver:
             raise RequestValidationError(errors)
         return kwargs
 
-    def _bind_value(self, spec, kwargs, groups):
+    def _bind_value(self, spec: Spec, kwargs: dict[str, Any], groups: dict[str, Errors]) -> None:
         location = spec.location
         if location == "auto":
             location = "path" if spec.name in self.path_values else "query"
@@ -491,7 +516,7 @@ class Resolver:
             alias = key
         else:
             alias = spec.alias
-            source = {
+            source: Any = {
                 "query": self.request.query_params,
                 "header": self.request.headers,
                 "cookie": None,
@@ -513,7 +538,7 @@ class Resolver:
         if value is not INVALID:
             kwargs[spec.name] = value
 
-    def _json_body(self):
+    def _json_body(self) -> Any:
         """The JSON body: `_UNSET` when there is none, the raw bytes when it is not JSON."""
         if self._body is _UNSET:
             raw = self.request._body
@@ -545,13 +570,13 @@ class Resolver:
                     self._body = ("bytes", bytes(raw))
         return self._body
 
-    async def _bind_body(self, specs, kwargs, errors):
+    async def _bind_body(self, specs: list[Spec], kwargs: dict[str, Any], errors: Errors) -> None:
         is_form = any(s.location == "form" for s in specs)
         if is_form:
             form = await self.request.form()
             for spec in specs:
                 if spec.many:
-                    raw = [v for v in form.getlist(spec.alias) if not _empty_upload(v)] or None
+                    raw: Any = [v for v in form.getlist(spec.alias) if not _empty_upload(v)] or None
                 else:
                     raw = form.get(spec.alias)
                     if raw == "" or _empty_upload(raw):
@@ -559,7 +584,7 @@ class Resolver:
                 if isinstance(raw, UploadFile) and _wants_bytes(spec.hint):
                     raw = raw.file.getvalue()
                 elif spec.many and raw and _wants_bytes(spec.hint):
-                    raw = [v.file.getvalue() if isinstance(v, UploadFile) else v for v in raw]
+                    raw = [v.file.getvalue() if isinstance(v, UploadFile) else v for v in raw]  # pyright: ignore[reportGeneralTypeIssues]  (a list here)
                 self._finish(spec, raw, ["body", spec.alias], kwargs, errors)
             return
         body = self._json_body()
@@ -580,7 +605,15 @@ class Resolver:
                 value = body[1].get(spec.alias)
             self._finish(spec, value, ["body", spec.alias], kwargs, errors, present=present)
 
-    def _finish(self, spec, raw, loc, kwargs, errors, present=None):
+    def _finish(
+        self,
+        spec: Spec,
+        raw: Any,
+        loc: Sequence[Any],
+        kwargs: dict[str, Any],
+        errors: Errors,
+        present: bool | None = None,
+    ) -> None:
         present = raw is not None if present is None else present
         if not present:
             if spec.required:
@@ -592,7 +625,7 @@ class Resolver:
         if value is not INVALID:
             kwargs[spec.name] = value
 
-    async def solve(self, dependency, use_cache=True):
+    async def solve(self, dependency: Callable[..., Any], use_cache: bool = True) -> Any:
         """The value of `dependency` for this request."""
         if use_cache and dependency in self.cache:
             return self.cache[dependency]
@@ -610,11 +643,11 @@ class Resolver:
         return value
 
 
-def _empty_upload(value):
+def _empty_upload(value: Any) -> bool:
     return isinstance(value, UploadFile) and value.filename == "" and not value.size
 
 
-def _wants_bytes(hint):
+def _wants_bytes(hint: Any) -> bool:
     hint, _ = split_annotated(hint)
     if validation.is_union(hint) or _is_sequence(hint):
         return any(_wants_bytes(a) for a in typing.get_args(hint))

@@ -23,11 +23,20 @@ Bounds (the host enforces them): Argon2's and scrypt's memory at most the reques
 limit, Argon2's `time_cost × memory_cost` at most 2 GiB, results at most 1 MiB.
 """
 
+from __future__ import annotations
+
 import hashlib
 import operator
+from typing import TYPE_CHECKING, Any, SupportsIndex
 
-from componentize_py_types import Err
-from wit_world.imports import passwords as _host
+# componentize-py's modules: only inside the sandbox.
+from componentize_py_types import Err  # type: ignore[import-not-found]
+from wit_world.imports import passwords as _host  # type: ignore[import-not-found]
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from _typeshed import ReadableBuffer
 
 _INT_MAX = 2**31 - 1
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
@@ -66,24 +75,24 @@ class UnsupportedDigestmodError(ValueError):
     """A hash name `pbkdf2_hmac` does not know (CPython's `_hashlib.UnsupportedDigestmodError`)."""
 
 
-def buffer(value):
+def buffer(value: object) -> bytes:
     """A bytes-like argument as `bytes`, or CPython's TypeError for anything else."""
     if not isinstance(value, str):
         try:
-            return bytes(memoryview(value))
+            return bytes(memoryview(value))  # type: ignore[arg-type]  # TypeError for the rest
         except TypeError:
             pass
     raise TypeError(f"a bytes-like object is required, not '{type(value).__name__}'")
 
 
-def _c_long(value):
+def _c_long(value: SupportsIndex) -> int:
     value = operator.index(value)
     if not _LONG_MIN <= value <= _LONG_MAX:
         raise OverflowError("Python int too large to convert to C long")
     return value
 
 
-def _c_unsigned_long(value):
+def _c_unsigned_long(value: SupportsIndex) -> int:
     value = operator.index(value)
     if value < 0:
         raise ValueError("Cannot convert negative int")
@@ -92,7 +101,7 @@ def _c_unsigned_long(value):
     return value
 
 
-def call(function, *args, error=ValueError):
+def call(function: Callable[..., Any], *args: Any, error: type[Exception] = ValueError) -> Any:
     """Call the host's `function`; its `err` becomes `error`."""
     try:
         return function(*args)
@@ -100,7 +109,9 @@ def call(function, *args, error=ValueError):
         raise error(e.value) from None
 
 
-def pbkdf2_hmac(hash_name, password, salt, iterations, dklen=None):
+def pbkdf2_hmac(
+    hash_name: str, password: ReadableBuffer, salt: ReadableBuffer, iterations: int, dklen: int | None = None
+) -> bytes:
     """Password based key derivation function 2 (PKCS #5 v2.0) with HMAC as pseudorandom function."""
     if not isinstance(hash_name, str):
         raise TypeError(f"pbkdf2_hmac() argument 'hash_name' must be str, not {type(hash_name).__name__}")
@@ -119,10 +130,13 @@ def pbkdf2_hmac(hash_name, password, salt, iterations, dklen=None):
         raise ValueError("key length must be greater than 0.")
     if dklen > _INT_MAX:
         raise OverflowError("key length is too great.")
-    return call(_host.pbkdf2_hmac, hash_name, password, salt, iterations, dklen)
+    key: bytes = call(_host.pbkdf2_hmac, hash_name, password, salt, iterations, dklen)
+    return key
 
 
-def scrypt(password, *, salt, n, r, p, maxmem=0, dklen=64):
+def scrypt(
+    password: ReadableBuffer, *, salt: ReadableBuffer, n: int, r: int, p: int, maxmem: int = 0, dklen: int = 64
+) -> bytes:
     """scrypt password-based key derivation function."""
     password = buffer(password)
     salt = buffer(salt)
@@ -140,19 +154,22 @@ def scrypt(password, *, salt, n, r, p, maxmem=0, dklen=64):
     if r >= 2**30 or p >= 2**30:
         # OpenSSL's rule is r * p < 2**30 (each at least 1).
         raise ValueError("Invalid parameter combination for n, r, p, maxmem.")
-    return call(_host.scrypt, password, salt, n, r, p, maxmem, dklen)
+    key: bytes = call(_host.scrypt, password, salt, n, r, p, maxmem, dklen)
+    return key
 
 
 pbkdf2_hmac.__module__ = scrypt.__module__ = "hashlib"
 hashlib.pbkdf2_hmac = pbkdf2_hmac
 hashlib.scrypt = scrypt
 if "pbkdf2_hmac" not in hashlib.__all__:
-    hashlib.__all__ += ("pbkdf2_hmac",)
+    hashlib.__all__ += ("pbkdf2_hmac",)  # type: ignore[assignment]  # (typeshed's tuple has it)
 
-# The packages themselves, into the snapshot (they import this module for `call`).
-import argon2  # noqa: E402, F401, I001
-import argon2.exceptions  # noqa: E402, F401
-import argon2.low_level  # noqa: E402, F401
-import argon2.profiles  # noqa: E402, F401
-import bcrypt  # noqa: E402, F401
-import bcrypt.__about__  # noqa: E402, F401
+# The packages themselves, into the snapshot (they import this module for `call`). Checkers skip
+# them: outside the sandbox these names are PyPI's packages, if anything.
+if not TYPE_CHECKING:
+    import argon2  # noqa: E402, F401, I001
+    import argon2.exceptions  # noqa: E402, F401
+    import argon2.low_level  # noqa: E402, F401
+    import argon2.profiles  # noqa: E402, F401
+    import bcrypt  # noqa: E402, F401
+    import bcrypt.__about__  # noqa: E402, F401

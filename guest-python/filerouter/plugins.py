@@ -21,10 +21,15 @@ once and knows no plugin). Each plugin runs in a sandbox of its own, made on its
 request and dropped with it.
 """
 
-from wit_world.imports import plugins as _host
-# Imported here, never inside a function: the guest hides componentize-py's modules from route
-# code before it runs (importing.py), so a later import by name would fail.
-from wit_world.imports.plugins import (
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+# componentize-py's bindings (only inside the sandbox). Imported here, never inside a function:
+# the guest hides componentize-py's modules from route code before it runs (importing.py), so a
+# later import by name would fail.
+from wit_world.imports import plugins as _host  # type: ignore[import-not-found]
+from wit_world.imports.plugins import (  # type: ignore[import-not-found]
     CallError_OutOfRange,
     CallError_Returned,
     CallError_Trapped,
@@ -48,6 +53,9 @@ from wit_world.imports.plugins import (
     Node_Unsigned,
 )
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
+
 __all__ = ["Err", "Ok", "PluginError", "PluginTrap", "Variant"]
 
 _S64 = (-(1 << 63), (1 << 63) - 1)
@@ -58,13 +66,13 @@ class PluginError(Exception):
     """A plugin function returned the error case of its `result`: `value` is that error's value
     (converted like any other value; `None` for a bare `result<T>`)."""
 
-    def __init__(self, value, plugin=None, function=None):
+    def __init__(self, value: Any, plugin: str | None = None, function: str | None = None) -> None:
         super().__init__(value)
         self.value = value
         self.plugin = plugin
         self.function = function
 
-    def __str__(self):
+    def __str__(self) -> str:
         where = f"{self.plugin}.{self.function}" if self.plugin else "the plugin"
         return f"{where} returned an error: {self.value!r}"
 
@@ -79,19 +87,19 @@ class Variant:
 
     __slots__ = ("case", "value")
 
-    def __init__(self, case, value=None):
+    def __init__(self, case: str, value: Any = None) -> None:
         if not isinstance(case, str):
             raise TypeError(f"a variant's case is a str, not {type(case).__name__}")
         self.case = case
         self.value = value
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, Variant) and (self.case, self.value) == (other.case, other.value)
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash((Variant, self.case, self.value))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Variant({self.case!r})" if self.value is None else f"Variant({self.case!r}, {self.value!r})"
 
 
@@ -100,16 +108,16 @@ class Ok:
 
     __slots__ = ("value",)
 
-    def __init__(self, value=None):
+    def __init__(self, value: Any = None) -> None:
         self.value = value
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and self.value == other.value
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash((type(self), self.value))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"{type(self).__name__}({self.value!r})"
 
 
@@ -119,12 +127,12 @@ class Err(Ok):
     __slots__ = ()
 
 
-def _encode(value):
+def _encode(value: Any) -> list[Any]:
     """`value` as the node list of `wit/filerouter.wit`'s `plugins.node` (root first)."""
-    nodes = []
-    active = set()
+    nodes: list[Any] = []
+    active: set[int] = set()
 
-    def add(item):
+    def add(item: Any) -> int:
         index = len(nodes)
         nodes.append(None)
         if item is None:
@@ -166,7 +174,7 @@ def _encode(value):
     return nodes
 
 
-def _container(item, add):
+def _container(item: Any, add: Callable[[Any], int]) -> Any:
     if isinstance(item, list):
         return Node_Items([add(x) for x in item])
     if isinstance(item, tuple):
@@ -174,7 +182,7 @@ def _container(item, add):
     if isinstance(item, (set, frozenset)):
         return Node_Members([add(x) for x in sorted(item, key=repr)])
     if isinstance(item, dict):
-        fields = []
+        fields: list[tuple[str, int]] = []
         for key, field in item.items():
             if not isinstance(key, str):
                 raise TypeError(f"a record's keys are str, not {type(key).__name__} ({key!r})")
@@ -188,7 +196,7 @@ def _container(item, add):
     return Node_Attributes([(name, add(getattr(item, name))) for name in names if not name.startswith("_")])
 
 
-def _enum_value(item, add):
+def _enum_value(item: Any, add: Callable[[Any], int]) -> Any:
     import enum  # noqa: PLC0415
 
     if isinstance(item, enum.Enum):
@@ -196,10 +204,10 @@ def _enum_value(item, add):
     raise TypeError(f"cannot pass a {type(item).__name__} to a plugin")
 
 
-def _decode(nodes):
+def _decode(nodes: list[Any]) -> Any:
     """The Python value of a node list from the host."""
 
-    def value(index):
+    def value(index: int) -> Any:
         node = nodes[index]
         if isinstance(node, Node_None_):
             return None
@@ -230,13 +238,13 @@ def _decode(nodes):
 class _Function:
     """One function of a plugin, called with Python values."""
 
-    def __init__(self, plugin, info):
+    def __init__(self, plugin: str, info: Any) -> None:
         self._plugin = plugin
         self._info = info
         self.__name__ = info.name
         self.__qualname__ = f"{plugin}.{info.name}"
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         info = self._info
         params = list(info.params)
         if len(args) > len(params):
@@ -260,13 +268,13 @@ class _Function:
             raise _error(exc, self._plugin, info.name) from None
         return _decode(nodes)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         params = ", ".join(self._info.params)
         return f"<plugin function {self.__qualname__}({params})>"
 
 
-def _error(exc, plugin, function):
-    error = getattr(exc, "value", None)
+def _error(exc: Exception, plugin: str, function: str) -> Exception:
+    error: Any = getattr(exc, "value", None)
     if isinstance(error, CallError_Returned):
         return PluginError(_decode(error.value), plugin, function)
     if isinstance(error, CallError_WrongType):
@@ -283,12 +291,17 @@ def _error(exc, plugin, function):
 class _Namespace:
     """A plugin, or one of its exported interfaces: attributes are its functions."""
 
-    def __init__(self, name, functions, interfaces=()):
+    def __init__(
+        self,
+        name: str,
+        functions: dict[str, _Function],
+        interfaces: Mapping[str, _Namespace] | Iterable[tuple[str, _Namespace]] = (),
+    ) -> None:
         self._name = name
         self._functions = functions
         self._interfaces = dict(interfaces)
 
-    def __getattr__(self, attr):
+    def __getattr__(self, attr: str) -> Any:
         if attr.startswith("__"):
             raise AttributeError(attr)
         if attr in self._functions:
@@ -302,21 +315,21 @@ class _Namespace:
         hint = f"; did you mean `{close[0]}`?" if close else f" (it has: {', '.join(known) or 'nothing'})"
         raise AttributeError(f"plugin `{self._name}` has no function `{attr}`{hint}")
 
-    def __dir__(self):
+    def __dir__(self) -> list[str]:
         return sorted(self._functions) + sorted(self._interfaces)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<plugin {self._name}>"
 
 
-def _load(name):
+def _load(name: str) -> _Namespace:
     try:
         infos = _host.describe(name)
     except Exception as exc:
         raise ImportError(getattr(exc, "value", str(exc)), name=f"{__name__}.{name}") from None
-    flat = {}
-    ambiguous = set()
-    by_interface = {}
+    flat: dict[str, _Function] = {}
+    ambiguous: set[str] = set()
+    by_interface: dict[str, dict[str, _Function]] = {}
     for info in infos:
         function = _Function(name, info)
         if info.interface is not None:
@@ -330,10 +343,10 @@ def _load(name):
     return _Namespace(name, flat, interfaces)
 
 
-_loaded = {}
+_loaded: dict[str, _Namespace] = {}
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     """`from filerouter.plugins import NAME`: the plugin `config.py` declares as NAME."""
     if name.startswith("__"):
         raise AttributeError(name)

@@ -1,87 +1,107 @@
 """Response classes, with FastAPI's names and arguments, and the JSON encoding of return values."""
 
+from __future__ import annotations
+
 import dataclasses
 import datetime
 import decimal
 import enum
 import json
 import uuid
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 from urllib.parse import quote
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator, Mapping
+
+_T = TypeVar("_T")
 
 
 class MutableHeaders:
     """Case-insensitive response headers that middleware and handlers may change."""
 
-    def __init__(self, items=None):
-        self._items = []
+    def __init__(self, items: dict[str, Any] | Iterable[tuple[object, object]] | None = None) -> None:
+        self._items: list[tuple[str, str]] = []
         for k, v in (items.items() if isinstance(items, dict) else (items or [])):
             self._items.append((str(k), str(v)))
 
-    def __getitem__(self, name):
+    def __getitem__(self, name: str) -> str:
         low = name.lower()
         for k, v in self._items:
             if k.lower() == low:
                 return v
         raise KeyError(name)
 
-    def get(self, name, default=None):
+    @overload
+    def get(self, name: str) -> str | None: ...
+    @overload
+    def get(self, name: str, default: str) -> str: ...
+    @overload
+    def get(self, name: str, default: _T) -> str | _T: ...
+    def get(self, name: str, default: object = None) -> object:
         try:
             return self[name]
         except KeyError:
             return default
 
-    def __setitem__(self, name, value):
+    def __setitem__(self, name: str, value: object) -> None:
         low = name.lower()
         self._items = [(k, v) for k, v in self._items if k.lower() != low]
         self._items.append((str(name), str(value)))
 
-    def __delitem__(self, name):
+    def __delitem__(self, name: str) -> None:
         low = name.lower()
         before = len(self._items)
         self._items = [(k, v) for k, v in self._items if k.lower() != low]
         if len(self._items) == before:
             raise KeyError(name)
 
-    def __contains__(self, name):
+    def __contains__(self, name: str) -> bool:
         return self.get(name) is not None
 
-    def setdefault(self, name, value):
+    def setdefault(self, name: str, value: object) -> str:
         if name not in self:
             self[name] = value
         return self[name]
 
-    def append(self, name, value):
+    def append(self, name: str, value: object) -> None:
         self._items.append((str(name), str(value)))
 
-    def update(self, other):
-        for k, v in (other.items() if hasattr(other, "items") else other):
+    def update(self, other: Mapping[str, object] | Iterable[tuple[str, object]]) -> None:
+        for k, v in (other.items() if hasattr(other, "items") else other):  # pyright: ignore[reportAttributeAccessIssue]
             self[k] = v
 
-    def items(self):
+    def items(self) -> list[tuple[str, str]]:
         return list(self._items)
 
-    def keys(self):
+    def keys(self) -> list[str]:
         return [k for k, _ in self._items]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self.keys())
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._items)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"MutableHeaders({self._items!r})"
 
 
 class Response:
     """A response with a body of bytes or text, a status code, headers and a media type."""
 
-    media_type = None
+    media_type: str | None = None
     charset = "utf-8"
     # True only for the host's own answer passed on by middleware (its body stays on the host).
     host_body = False
 
-    def __init__(self, content=None, status_code=200, headers=None, media_type=None):
+    def __init__(
+        self,
+        content: Any = None,
+        status_code: int = 200,
+        headers: dict[str, str] | None = None,
+        media_type: str | None = None,
+    ) -> None:
         self.status_code = status_code
         if media_type is not None:
             self.media_type = media_type
@@ -93,14 +113,14 @@ class Response:
                 content_type += "; charset=" + self.charset
             self.headers["content-type"] = content_type
 
-    def render(self, content):
+    def render(self, content: Any) -> bytes:
         if content is None:
             return b""
         if isinstance(content, (bytes, bytearray, memoryview)):
             return bytes(content)
         return str(content).encode(self.charset)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"{type(self).__name__}(status_code={self.status_code})"
 
 
@@ -112,7 +132,7 @@ class PlainTextResponse(Response):
     media_type = "text/plain"
 
 
-def jsonable(value):
+def jsonable(value: Any) -> Any:
     """FastAPI's `jsonable_encoder` for the common cases: the `default` hook of `json.dumps`."""
     if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
         return value.isoformat()
@@ -131,7 +151,7 @@ def jsonable(value):
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     if hasattr(value, "model_dump"):
-        return value.model_dump()
+        return value.model_dump()  # pyright: ignore[reportAttributeAccessIssue]  (a pydantic model)
     raise TypeError(
         f"Object of type {type(value).__name__} is not JSON serializable: "
         "return a dict, list, str, int, float, bool or None, or a Response"
@@ -141,7 +161,7 @@ def jsonable(value):
 class JSONResponse(Response):
     media_type = "application/json"
 
-    def render(self, content):
+    def render(self, content: Any) -> bytes:
         return json.dumps(
             content,
             ensure_ascii=False,
@@ -155,12 +175,12 @@ class JSONResponse(Response):
 class RedirectResponse(Response):
     """A redirect (307 by default, like FastAPI) to `url`."""
 
-    def __init__(self, url, status_code=307, headers=None):
+    def __init__(self, url: object, status_code: int = 307, headers: dict[str, str] | None = None) -> None:
         super().__init__(content=b"", status_code=status_code, headers=headers)
         self.headers["location"] = quote(str(url), safe=":/%#?=@[]!$&'()*+,;")
 
 
-def to_response(result, status_code=None):
+def to_response(result: Any, status_code: int | None = None) -> Response:
     """What a handler returned, as a `Response` (DECISIONS.md: return values).
 
     `status_code` is the status for a plain body (a page handler's 404); a returned response

@@ -6,6 +6,8 @@ in a `Schemas` object; everything else is inline. `example(schema)` makes a valu
 schema, which `/docs` puts in its "Try it" body. Not for: validation (see `validation`).
 """
 
+from __future__ import annotations
+
 import dataclasses
 import datetime
 import decimal
@@ -13,33 +15,43 @@ import enum
 import json
 import typing
 import uuid
+from typing import TYPE_CHECKING, Any
 
 from .validation import constraints_in, field_hints, is_typeddict, is_union, split_annotated
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .validation import Constraints
+
+    # A JSON Schema, as a dict that becomes JSON.
+    Schema = dict[str, Any]
 
 REF = "#/components/schemas/"
 
 
-def title_of(name):
+def title_of(name: str) -> str:
     return name.replace("_", " ").title()
 
 
 class Schemas:
     """Named schemas, shared by every hint of one handler."""
 
-    def __init__(self):
-        self.named = {}
+    def __init__(self) -> None:
+        self.named: dict[str, Schema] = {}
 
-    def of(self, hint, constraints=None):
+    def of(self, hint: Any, constraints: Constraints | None = None) -> Schema:
         """The JSON Schema of `hint`, with `constraints` (`Constraints`) applied."""
         hint, metadata = split_annotated(hint)
         if metadata:
-            constraints = constraints_in(metadata).merged(constraints) if constraints_in(metadata) else constraints
+            declared = constraints_in(metadata)
+            constraints = declared.merged(constraints) if declared else constraints
         schema = self._bare(hint)
         if constraints:
             schema = _constrained(schema, constraints)
         return schema
 
-    def _bare(self, hint):
+    def _bare(self, hint: Any) -> Schema:
         if hint is typing.Any or hint is object:
             return {}
         if hint is None or hint is type(None):
@@ -49,7 +61,7 @@ class Schemas:
         origin = typing.get_origin(hint)
         if origin is typing.Literal:
             values = list(typing.get_args(hint))
-            schema = {"enum": [v.value if isinstance(v, enum.Enum) else v for v in values]}
+            schema: Schema = {"enum": [v.value if isinstance(v, enum.Enum) else v for v in values]}
             kinds = {_json_type(v) for v in schema["enum"]}
             if len(kinds) == 1 and None not in kinds:
                 schema["type"] = kinds.pop()
@@ -104,19 +116,21 @@ class Schemas:
             return self._named(hint, lambda: self._record(hint))
         return {}
 
-    def _named(self, cls, build):
+    def _named(self, cls: type, build: Callable[[], Schema]) -> Schema:
         name = cls.__name__
         if name not in self.named:
             self.named[name] = {}  # a placeholder: recursive types refer to themselves
             self.named[name] = build()
         return {"$ref": REF + name}
 
-    def _record(self, cls):
+    def _record(self, cls: type) -> Schema:
         hints = field_hints(cls)
-        properties = {}
-        required = []
+        properties: dict[str, Schema] = {}
+        required: list[str] = []
         if dataclasses.is_dataclass(cls):
-            fields = [(f.name, f) for f in dataclasses.fields(cls) if f.init]
+            fields: list[tuple[str, dataclasses.Field[Any] | None]] = [
+                (f.name, f) for f in dataclasses.fields(cls) if f.init
+            ]
         else:
             required_keys = getattr(cls, "__required_keys__", set(hints))
             fields = [(name, None) for name in hints]
@@ -130,10 +144,10 @@ class Schemas:
                         schema["default"] = default
                 elif field.default_factory is dataclasses.MISSING:
                     required.append(name)
-            elif name in required_keys:
+            elif name in required_keys:  # pyright: ignore[reportPossiblyUnboundVariable]  (set for a TypedDict)
                 required.append(name)
             properties[name] = _ordered(schema)
-        out = {"properties": properties, "type": "object"}
+        out: Schema = {"properties": properties, "type": "object"}
         if required:
             out["required"] = required
         out["title"] = cls.__name__
@@ -146,7 +160,7 @@ class Schemas:
 NO_DEFAULT = object()
 
 
-def jsonable_default(value):
+def jsonable_default(value: Any) -> Any:
     """`value` as JSON can carry it, or `NO_DEFAULT`."""
     if isinstance(value, enum.Enum):
         value = value.value
@@ -159,14 +173,14 @@ def jsonable_default(value):
     return value
 
 
-def _ordered(schema):
+def _ordered(schema: Schema) -> Schema:
     order = ("$ref", "anyOf", "type", "format", "items", "enum")
     out = {k: schema[k] for k in order if k in schema}
     out.update({k: v for k, v in schema.items() if k not in out})
     return out
 
 
-def _json_type(value):
+def _json_type(value: Any) -> str | None:
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, int):
@@ -178,16 +192,16 @@ def _json_type(value):
     return None
 
 
-def _enum_schema(cls):
+def _enum_schema(cls: type[enum.Enum]) -> Schema:
     values = [m.value for m in cls]
-    schema = {"enum": values, "title": cls.__name__}
+    schema: Schema = {"enum": values, "title": cls.__name__}
     kinds = {_json_type(v) for v in values}
     if len(kinds) == 1 and None not in kinds:
         schema["type"] = kinds.pop()
     return schema
 
 
-def _constrained(schema, c):
+def _constrained(schema: Schema, c: Constraints) -> Schema:
     schema = dict(schema)
     target = schema
     if "anyOf" in schema:  # Optional[int] with ge=1: the bound applies to the int
@@ -201,7 +215,7 @@ def _constrained(schema, c):
     return schema
 
 
-def _apply(schema, c):
+def _apply(schema: Schema, c: Constraints) -> None:
     kind = schema.get("type")
     if kind in ("integer", "number"):
         for name, key in (("gt", "exclusiveMinimum"), ("ge", "minimum"), ("lt", "exclusiveMaximum"), ("le", "maximum"), ("multiple_of", "multipleOf")):
@@ -220,7 +234,7 @@ def _apply(schema, c):
                 schema[key] = value
 
 
-def example(schema, named, depth=0):
+def example(schema: Schema, named: dict[str, Schema], depth: int = 0) -> Any:
     """A value that fits `schema` (resolving `$ref`s in `named`), for the docs' "Try it"."""
     if depth > 8:
         return None
@@ -277,7 +291,7 @@ def example(schema, named, depth=0):
     return None
 
 
-def _number_example(schema, value, step):
+def _number_example(schema: Schema, value: float, step: float) -> Any:
     if "minimum" in schema:
         value = max(value, schema["minimum"])
     if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:

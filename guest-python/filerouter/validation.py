@@ -9,6 +9,8 @@ a handler declares: `int`, `float`, `str`, `bool`, `bytes`, `Decimal`, `UUID`, `
 `schemas`).
 """
 
+from __future__ import annotations
+
 import dataclasses
 import datetime
 import decimal
@@ -19,6 +21,14 @@ import re
 import types
 import typing
 import uuid
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import TypeAlias
+
+    # FastAPI's error items (`type`, `loc`, `msg`, `input`, `ctx`), appended to as they are found.
+    Errors: TypeAlias = list[dict[str, Any]]
 
 INVALID = object()
 _MISSING = dataclasses.MISSING
@@ -33,14 +43,23 @@ class Constraints:
 
     NAMES = ("gt", "ge", "lt", "le", "multiple_of", "min_length", "max_length", "pattern")
 
-    def __init__(self, **given):
+    gt: Any
+    ge: Any
+    lt: Any
+    le: Any
+    multiple_of: Any
+    min_length: int | None
+    max_length: int | None
+    pattern: str | None
+
+    def __init__(self, **given: Any) -> None:
         for name in self.NAMES:
             setattr(self, name, given.get(name))
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return any(getattr(self, name) is not None for name in self.NAMES)
 
-    def merged(self, other):
+    def merged(self, other: Constraints | None) -> Constraints:
         if other is None:
             return self
         out = Constraints()
@@ -50,31 +69,33 @@ class Constraints:
         return out
 
 
-def error(errors, type_, loc, msg, value, ctx=None):
-    item = {"type": type_, "loc": list(loc), "msg": msg, "input": value}
+def error(
+    errors: Errors, type_: str, loc: Sequence[Any], msg: str, value: Any, ctx: dict[str, Any] | None = None
+) -> Any:
+    item: dict[str, Any] = {"type": type_, "loc": list(loc), "msg": msg, "input": value}
     if ctx is not None:
         item["ctx"] = ctx
     errors.append(item)
     return INVALID
 
 
-def expected_text(choices):
+def expected_text(choices: Sequence[Any]) -> str:
     quoted = [repr(c) if isinstance(c, str) else str(c) for c in choices]
     if len(quoted) <= 1:
         return "".join(quoted)
     return ", ".join(quoted[:-1]) + " or " + quoted[-1]
 
 
-def split_annotated(hint):
+def split_annotated(hint: Any) -> tuple[Any, list[Any]]:
     """(the bare hint, its `Annotated` metadata)."""
-    metadata = []
+    metadata: list[Any] = []
     while typing.get_origin(hint) is typing.Annotated:
         metadata = list(hint.__metadata__) + metadata
         hint = hint.__origin__
     return hint, metadata
 
 
-def constraints_in(metadata):
+def constraints_in(metadata: Sequence[Any]) -> Constraints | None:
     """The `Constraints` carried by `Annotated[...]` metadata (from `Field`, `Query`, ...)."""
     found = None
     for item in metadata:
@@ -84,16 +105,16 @@ def constraints_in(metadata):
     return found
 
 
-def is_union(hint):
+def is_union(hint: Any) -> bool:
     origin = typing.get_origin(hint)
     return origin is typing.Union or origin is types.UnionType
 
 
-def is_typeddict(hint):
+def is_typeddict(hint: Any) -> bool:
     return isinstance(hint, type) and issubclass(hint, dict) and hasattr(hint, "__required_keys__")
 
 
-def type_label(hint):
+def type_label(hint: Any) -> str:
     """The name pydantic gives a union member in an error location."""
     hint, _ = split_annotated(hint)
     if isinstance(hint, type):
@@ -110,11 +131,12 @@ def type_label(hint):
     return str(hint)
 
 
-def validate(hint, value, loc, errors, constraints=None):
+def validate(hint: Any, value: Any, loc: Sequence[Any], errors: Errors, constraints: Constraints | None = None) -> Any:
     """`value` converted to `hint`, or `INVALID` with the reasons appended to `errors`."""
     hint, metadata = split_annotated(hint)
-    if metadata and constraints_in(metadata) is not None:
-        constraints = constraints_in(metadata).merged(constraints)
+    declared = constraints_in(metadata) if metadata else None
+    if declared is not None:
+        constraints = declared.merged(constraints)
     if hint is inspect.Parameter.empty or hint is typing.Any or hint is None and value is None or hint is object:
         return value
     if is_union(hint):
@@ -172,7 +194,7 @@ def validate(hint, value, loc, errors, constraints=None):
     )
 
 
-def _union(hint, value, loc, errors, constraints):
+def _union(hint: Any, value: Any, loc: Sequence[Any], errors: Errors, constraints: Constraints | None) -> Any:
     members = list(typing.get_args(hint))
     if value is None and type(None) in members:
         return None
@@ -186,9 +208,9 @@ def _union(hint, value, loc, errors, constraints):
         bare, _ = split_annotated(member)
         if isinstance(bare, type) and type(value) is bare:
             return validate(member, value, loc, errors, constraints)
-    collected = []
+    collected: Errors = []
     for member in members:
-        attempt = []
+        attempt: Errors = []
         result = validate(member, value, list(loc) + [type_label(member)], attempt, constraints)
         if result is not INVALID:
             return result
@@ -197,7 +219,7 @@ def _union(hint, value, loc, errors, constraints):
     return INVALID
 
 
-def _literal(choices, value, loc, errors):
+def _literal(choices: Sequence[Any], value: Any, loc: Sequence[Any], errors: Errors) -> Any:
     for choice in choices:
         if value == choice and type(value) is type(choice):
             return choice
@@ -208,7 +230,7 @@ def _literal(choices, value, loc, errors):
     return error(errors, "literal_error", loc, f"Input should be {expected}", value, {"expected": expected})
 
 
-def _enum(cls, value, loc, errors):
+def _enum(cls: type[enum.Enum], value: Any, loc: Sequence[Any], errors: Errors) -> Any:
     if isinstance(value, cls):
         return value
     for member in cls:
@@ -222,7 +244,7 @@ def _enum(cls, value, loc, errors):
     return error(errors, "enum", loc, f"Input should be {expected}", value, {"expected": expected})
 
 
-def _bool(value, loc, errors):
+def _bool(value: Any, loc: Sequence[Any], errors: Errors) -> Any:
     if isinstance(value, bool):
         return value
     if isinstance(value, (int, float)) and value in (0, 1):
@@ -238,7 +260,7 @@ def _bool(value, loc, errors):
     return error(errors, "bool_type", loc, "Input should be a valid boolean", value)
 
 
-def _int(value, loc, errors):
+def _int(value: Any, loc: Sequence[Any], errors: Errors) -> Any:
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, int):
@@ -259,7 +281,7 @@ def _int(value, loc, errors):
     return error(errors, "int_type", loc, "Input should be a valid integer", value)
 
 
-def _float(value, loc, errors):
+def _float(value: Any, loc: Sequence[Any], errors: Errors) -> Any:
     if isinstance(value, (int, float)):
         return float(value)
     if isinstance(value, decimal.Decimal):
@@ -275,7 +297,7 @@ def _float(value, loc, errors):
     return error(errors, "float_type", loc, "Input should be a valid number", value)
 
 
-def _decimal(value, loc, errors):
+def _decimal(value: Any, loc: Sequence[Any], errors: Errors) -> Any:
     if isinstance(value, decimal.Decimal):
         return value
     if isinstance(value, bool):
@@ -292,15 +314,17 @@ def _decimal(value, loc, errors):
     return error(errors, "decimal_type", loc, "Decimal input should be an integer, float, string or Decimal object", value)
 
 
-def _ctx_number(bound, as_float):
+def _ctx_number(bound: Any, as_float: bool) -> Any:
     return float(bound) if as_float else bound
 
 
-def _number(number, value, loc, errors, constraints, as_float=False):
+def _number(
+    number: Any, value: Any, loc: Sequence[Any], errors: Errors, constraints: Constraints | None, as_float: bool = False
+) -> Any:
     if number is INVALID or not constraints:
         return number
     c = constraints
-    checks = (
+    checks: tuple[tuple[str, Callable[[Any], bool], str, str], ...] = (
         ("gt", lambda b: number > b, "greater_than", "greater than"),
         ("ge", lambda b: number >= b, "greater_than_equal", "greater than or equal to"),
         ("lt", lambda b: number < b, "less_than", "less than"),
@@ -317,7 +341,7 @@ def _number(number, value, loc, errors, constraints, as_float=False):
     return number
 
 
-def _str(value, loc, errors):
+def _str(value: Any, loc: Sequence[Any], errors: Errors) -> Any:
     if isinstance(value, str):
         return value
     if isinstance(value, enum.Enum) and isinstance(value.value, str):
@@ -330,11 +354,11 @@ def _str(value, loc, errors):
     return error(errors, "string_type", loc, "Input should be a valid string", value)
 
 
-def _plural(n, word):
+def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def _text(text, value, loc, errors, constraints):
+def _text(text: Any, value: Any, loc: Sequence[Any], errors: Errors, constraints: Constraints | None) -> Any:
     if text is INVALID or not constraints:
         return text
     c = constraints
@@ -347,7 +371,7 @@ def _text(text, value, loc, errors, constraints):
     return text
 
 
-def _bytes(value, loc, errors, constraints):
+def _bytes(value: Any, loc: Sequence[Any], errors: Errors, constraints: Constraints | None) -> Any:
     if isinstance(value, (bytes, bytearray)):
         data = bytes(value)
     elif isinstance(value, str):
@@ -362,7 +386,7 @@ def _bytes(value, loc, errors, constraints):
     return data
 
 
-def _uuid(value, loc, errors):
+def _uuid(value: Any, loc: Sequence[Any], errors: Errors) -> Any:
     if isinstance(value, uuid.UUID):
         return value
     if isinstance(value, (bytes, bytearray)):
@@ -378,7 +402,7 @@ def _uuid(value, loc, errors):
     return error(errors, "uuid_parsing", loc, f"Input should be a valid UUID, {reason}", value, {"error": reason})
 
 
-def _uuid_problem(text):
+def _uuid_problem(text: str) -> str | None:
     """What the `uuid` crate (behind pydantic) says about `text`, or None if it parses."""
     body = text[9:] if text.lower().startswith("urn:uuid:") else text
     if body.startswith("{") and body.endswith("}"):
@@ -403,7 +427,7 @@ class _DateProblem(Exception):
     pass
 
 
-def _digits(text, start, count, what):
+def _digits(text: str, start: int, count: int, what: str) -> int:
     part = text[start:start + count]
     if len(part) < count:
         raise _DateProblem("input is too short")
@@ -412,7 +436,7 @@ def _digits(text, start, count, what):
     return int(part)
 
 
-def _parse_date(text):
+def _parse_date(text: str) -> datetime.date:
     if len(text) < 10:
         raise _DateProblem("input is too short")
     year = _digits(text, 0, 4, "year")
@@ -430,7 +454,7 @@ def _parse_date(text):
         raise _DateProblem("day value is outside expected range") from None
 
 
-def _parse_datetime(text):
+def _parse_datetime(text: str) -> datetime.datetime:
     day = _parse_date(text)
     rest = text[10:]
     if not rest:
@@ -475,14 +499,14 @@ def _parse_datetime(text):
     return datetime.datetime(day.year, day.month, day.day, hour, minute, second, micro, tzinfo=tz)
 
 
-def _from_timestamp(number):
+def _from_timestamp(number: float) -> datetime.datetime:
     seconds = float(number)
     if abs(seconds) > 20_000_000_000:  # milliseconds, as pydantic reads large numbers
         seconds /= 1000
     return datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc) + datetime.timedelta(seconds=seconds)
 
 
-def _datetime(value, loc, errors):
+def _datetime(value: Any, loc: Sequence[Any], errors: Errors) -> Any:
     if isinstance(value, datetime.datetime):
         return value
     if isinstance(value, datetime.date):
@@ -500,7 +524,7 @@ def _datetime(value, loc, errors):
     return error(errors, "datetime_type", loc, "Input should be a valid datetime", value)
 
 
-def _date(value, loc, errors):
+def _date(value: Any, loc: Sequence[Any], errors: Errors) -> Any:
     if isinstance(value, datetime.datetime):
         value = value.date() if value.time() == datetime.time() else value
         if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
@@ -527,7 +551,9 @@ def _date(value, loc, errors):
     return error(errors, "date_type", loc, "Input should be a valid date", value)
 
 
-def _sequence(hint, origin, value, loc, errors, constraints):
+def _sequence(
+    hint: Any, origin: Any, value: Any, loc: Sequence[Any], errors: Errors, constraints: Constraints | None
+) -> Any:
     kind = {set: "set", frozenset: "frozenset", tuple: "tuple", typing.Set: "set"}.get(origin, "list")
     if isinstance(value, (list, tuple, set, frozenset)):
         items = list(value)
@@ -563,7 +589,7 @@ def _sequence(hint, origin, value, loc, errors, constraints):
     return out
 
 
-def _mapping(hint, value, loc, errors):
+def _mapping(hint: Any, value: Any, loc: Sequence[Any], errors: Errors) -> Any:
     if not isinstance(value, dict):
         return error(errors, "dict_type", loc, "Input should be a valid dictionary", value)
     args = typing.get_args(hint)
@@ -580,7 +606,7 @@ def _mapping(hint, value, loc, errors):
     return INVALID if failed else out
 
 
-def field_hints(cls):
+def field_hints(cls: type) -> dict[str, Any]:
     """The resolved type hints of a dataclass's or TypedDict's fields (with `Annotated` kept)."""
     try:
         return typing.get_type_hints(cls, include_extras=True)
@@ -588,7 +614,7 @@ def field_hints(cls):
         return dict(getattr(cls, "__annotations__", {}))
 
 
-def _dataclass(cls, value, loc, errors):
+def _dataclass(cls: Any, value: Any, loc: Sequence[Any], errors: Errors) -> Any:
     if isinstance(value, cls):
         return value
     if not isinstance(value, dict):
@@ -619,7 +645,7 @@ def _dataclass(cls, value, loc, errors):
         return error(errors, kind, loc, f"{label}, {exc}", value, {"error": str(exc)})
 
 
-def _typeddict(cls, value, loc, errors):
+def _typeddict(cls: Any, value: Any, loc: Sequence[Any], errors: Errors) -> Any:
     if not isinstance(value, dict):
         return error(errors, "dict_type", loc, "Input should be a valid dictionary", value)
     hints = field_hints(cls)

@@ -1,6 +1,10 @@
 """GET / — the smallest possible route."""
 
+from typing import Any
 
-async def GET(request):
+from filerouter import Request
+
+
+async def GET(request: Request) -> Any:
     """Say hello."""
     return {"message": "hello"}

@@ -1,11 +1,14 @@
+from typing import Any
+
+from filerouter import Request
 from filerouter.plugins import markdown, textkit
 
 from _lib.posts import POSTS
 
 
-def GET(request):
+def GET(request: Request) -> Any:
     """Every post, with its slug (C) and outline (Python)."""
-    out = []
+    out: list[dict[str, Any]] = []
     for key, source in POSTS.items():
         outline = markdown.outline(source)
         out.append(

@@ -43,15 +43,10 @@ class Err(Generic[T]):
 def __getattr__(name: str) -> Any: ...
 "#;
 
-/// `filerouter/__init__.pyi`: only says `filerouter.plugins` exists; the rest of the module is
-/// left to the type checker's own view (`__getattr__` marks the stub incomplete).
-pub const ROOT: &str = r#"# Written by `filerouter plugins stubs`.
-from typing import Any
-
-from . import plugins as plugins
-
-def __getattr__(name: str) -> Any: ...
-"#;
+/// The first line of the `filerouter/__init__.pyi` that earlier versions wrote. No longer
+/// written: a stub there would hide the typed `filerouter` package (`guest-python/filerouter/`,
+/// with `py.typed`) from type checkers, so `plugins stubs` removes one that starts so.
+pub const OLD_ROOT_HEADER: &str = "# Written by `filerouter plugins stubs`.\n";
 
 /// The stub module of a plugin whose WIT is `wit` (`filerouter/plugins/NAME.pyi`).
 pub fn module(wit: &Wit) -> String {

@@ -1,18 +1,23 @@
-from filerouter import Depends, HTTPException, kv
+from typing import Any
+
+from filerouter import Depends, HTTPException, Request, kv
 
 
-def current_user(request):
+def current_user(request: Request) -> str | None:
     """The user the middleware authenticated."""
-    return getattr(request.state, "user", None)
+    user: str | None = getattr(request.state, "user", None)
+    return user
 
 
-def pagination(offset: int = 0, limit: int = 10):
+def pagination(offset: int = 0, limit: int = 10) -> dict[str, int]:
     if limit > 100:
         raise HTTPException(400, "limit is at most 100")
     return {"offset": offset, "limit": limit}
 
 
-def GET(request, page=Depends(pagination), user=Depends(current_user)):
+def GET(
+    request: Request, page: dict[str, int] = Depends(pagination), user: str | None = Depends(current_user)
+) -> Any:
     """List items.
 
     :param offset: How many items to skip.
@@ -22,7 +27,7 @@ def GET(request, page=Depends(pagination), user=Depends(current_user)):
     return {"user": user, "items": items[page["offset"] : page["offset"] + page["limit"]], "total": len(items)}
 
 
-async def POST(request):
+async def POST(request: Request) -> Any:
     """Add an item: a JSON object with a `name`."""
     body = await request.json()
     if not isinstance(body, dict) or not isinstance(body.get("name"), str):

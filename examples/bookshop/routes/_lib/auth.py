@@ -16,8 +16,9 @@ def current_user(authorization: Annotated[Optional[str], Header()] = None) -> st
         claims = jwt.decode(authorization[7:], SECRET, algorithms=["HS256"])
     except jwt.InvalidTokenError:
         raise HTTPException(401, "Invalid token", headers={"WWW-Authenticate": "Bearer"}) from None
-    return claims["sub"]
+    user: str = claims["sub"]
+    return user
 
 
-def pagination(limit: int = Query(10, ge=1, le=50), offset: int = Query(0, ge=0)) -> dict:
+def pagination(limit: int = Query(10, ge=1, le=50), offset: int = Query(0, ge=0)) -> dict[str, int]:
     return {"limit": limit, "offset": offset}

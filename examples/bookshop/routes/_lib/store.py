@@ -3,6 +3,7 @@ FastAPI app's module-level dict becomes a key in the project's key-value store."
 
 import dataclasses
 import datetime
+from typing import Any
 
 from filerouter import HTTPException, kv
 
@@ -15,14 +16,14 @@ SEED = [
 ]
 
 
-def _encode(book):
+def _encode(book: Book) -> dict[str, Any]:
     data = dataclasses.asdict(book)
     data["genre"] = book.genre.value
     data["published"] = book.published.isoformat() if book.published else None
     return data
 
 
-def _decode(data):
+def _decode(data: dict[str, Any]) -> Book:
     published = datetime.date.fromisoformat(data["published"]) if data["published"] else None
     return Book(**{**data, "genre": Genre(data["genre"]), "published": published})
 

@@ -1,7 +1,7 @@
 import dataclasses
 from typing import Literal, Optional
 
-from filerouter import Depends, HTTPException, Query
+from filerouter import Depends, HTTPException, Query, Request
 
 from _lib import store
 from _lib.auth import current_user, pagination
@@ -9,8 +9,8 @@ from _lib.models import Book, BookIn, Genre
 
 
 def GET(
-    request,
-    page: dict = Depends(pagination),
+    request: Request,
+    page: dict[str, int] = Depends(pagination),
     q: Optional[str] = Query(None, min_length=2, max_length=40),
     genre: Optional[Genre] = None,
     tag: list[str] = Query([]),
@@ -27,7 +27,7 @@ def GET(
     return found[page["offset"]:page["offset"] + page["limit"]]
 
 
-def POST(request, book: BookIn, user: str = Depends(current_user)) -> tuple[Book, Literal[201]]:
+def POST(request: Request, book: BookIn, user: str = Depends(current_user)) -> tuple[Book, Literal[201]]:
     """Add a book (needs a bearer token)."""
     books = store.books()
     if any(b.title == book.title for b in books.values()):

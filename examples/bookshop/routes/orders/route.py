@@ -1,13 +1,13 @@
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
-from filerouter import Body, Depends, HTTPException
+from filerouter import Body, Depends, HTTPException, Request
 
 from _lib import store
 from _lib.auth import current_user
 from _lib.models import Order
 
 
-def POST(request, order: Order, coupon: Optional[str] = Body(None, pattern=r"^[A-Z]{4}\d{2}$"), user: str = Depends(current_user)) -> tuple[dict, Literal[201]]:
+def POST(request: Request, order: Order, coupon: Optional[str] = Body(None, pattern=r"^[A-Z]{4}\d{2}$"), user: str = Depends(current_user)) -> tuple[dict[str, Any], Literal[201]]:
     """Place an order: `{"order": {...}, "coupon": "SAVE10"}`."""
     total = 0.0
     for line in order.lines:

@@ -1,9 +1,11 @@
 """POST /items — read a JSON body."""
 
-from filerouter import HTTPException
+from typing import Any
+
+from filerouter import HTTPException, Request
 
 
-async def POST(request):
+async def POST(request: Request) -> Any:
     """Echo the JSON body back.
 
     An empty body is `null`; a body that is not JSON is a 400.

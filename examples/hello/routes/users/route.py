@@ -1,9 +1,13 @@
 """GET /users — query parameters by name, FastAPI-style, described in the docstring."""
 
+from typing import Any
+
+from filerouter import Request
+
 NAMES = ["user" + str(i) for i in range(1, 51)]
 
 
-def GET(request, q: str | None = None, limit: int = 10, offset: int = 0):
+def GET(request: Request, q: str | None = None, limit: int = 10, offset: int = 0) -> Any:
     """List users, optionally filtered by name.
 
     Query parameters are the handler's parameters after the path parameters: a default makes

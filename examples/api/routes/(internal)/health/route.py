@@ -1,3 +1,8 @@
-def GET(request):
+from typing import Any
+
+from filerouter import Request
+
+
+def GET(request: Request) -> Any:
     """Liveness check (public: no token needed)."""
     return {"status": "ok"}

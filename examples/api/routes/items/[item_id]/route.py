@@ -1,7 +1,9 @@
-from filerouter import HTTPException, kv
+from typing import Any
+
+from filerouter import HTTPException, Request, kv
 
 
-def GET(request, item_id: int):
+def GET(request: Request, item_id: int) -> Any:
     """Fetch one item by id."""
     for item in kv.get("items", []):
         if item["id"] == item_id:
@@ -9,7 +11,7 @@ def GET(request, item_id: int):
     raise HTTPException(404, f"no item {item_id}")
 
 
-def DELETE(request, item_id: int):
+def DELETE(request: Request, item_id: int) -> Any:
     """Delete one item."""
     items = kv.get("items", [])
     kept = [item for item in items if item["id"] != item_id]

@@ -1,15 +1,17 @@
-from filerouter import Depends
+import sqlite3
+
+from filerouter import Depends, Request
 
 from _lib.db import find_post, get_db
 from _lib.models import Post, PostPatch
 
 
-def GET(request, post_id: int, conn=Depends(get_db)) -> Post:
+def GET(request: Request, post_id: int, conn: sqlite3.Connection = Depends(get_db)) -> Post:
     """One post."""
-    return dict(find_post(conn, post_id))
+    return Post(**dict(find_post(conn, post_id)))
 
 
-def PATCH(request, post_id: int, patch: PostPatch, conn=Depends(get_db)) -> Post:
+def PATCH(request: Request, post_id: int, patch: PostPatch, conn: sqlite3.Connection = Depends(get_db)) -> Post:
     """Change a post's title or body (fields left out or null stay as they are).
 
     A title another post has is not mapped to a 409 here: the `sqlite3.IntegrityError`
@@ -22,10 +24,10 @@ def PATCH(request, post_id: int, patch: PostPatch, conn=Depends(get_db)) -> Post
             " WHERE id = ? RETURNING *",
             (patch.title, patch.body, post_id),
         ).fetchone()
-    return dict(row)
+    return Post(**dict(row))
 
 
-def DELETE(request, post_id: int, conn=Depends(get_db)) -> None:
+def DELETE(request: Request, post_id: int, conn: sqlite3.Connection = Depends(get_db)) -> None:
     """Delete a post and its comments."""
     find_post(conn, post_id)
     with conn:

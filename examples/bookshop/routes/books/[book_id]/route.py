@@ -1,18 +1,18 @@
 import dataclasses
 
-from filerouter import Depends, Path
+from filerouter import Depends, Path, Request
 
 from _lib import store
 from _lib.auth import current_user
 from _lib.models import Book, BookIn
 
 
-def GET(request, book_id: int = Path(ge=1)) -> Book:
+def GET(request: Request, book_id: int = Path(ge=1)) -> Book:
     """One book."""
     return store.find(book_id)
 
 
-def PUT(request, book: BookIn, book_id: int = Path(ge=1), user: str = Depends(current_user)) -> Book:
+def PUT(request: Request, book: BookIn, book_id: int = Path(ge=1), user: str = Depends(current_user)) -> Book:
     """Replace a book (needs a bearer token)."""
     store.find(book_id)
     books = store.books()
@@ -21,7 +21,7 @@ def PUT(request, book: BookIn, book_id: int = Path(ge=1), user: str = Depends(cu
     return books[book_id]
 
 
-def DELETE(request, book_id: int = Path(ge=1), user: str = Depends(current_user)) -> None:
+def DELETE(request: Request, book_id: int = Path(ge=1), user: str = Depends(current_user)) -> None:
     """Remove a book (needs a bearer token)."""
     store.find(book_id)
     books = store.books()

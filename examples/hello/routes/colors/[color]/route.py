@@ -1,6 +1,9 @@
 """GET /colors/{color} — an Enum path parameter; the docstring in Google style."""
 
 from enum import Enum
+from typing import Any
+
+from filerouter import Request
 
 
 class Color(Enum):
@@ -9,7 +12,7 @@ class Color(Enum):
     blue = "blue"
 
 
-def GET(request, color: Color, shade: int = 50, dark: bool = False):
+def GET(request: Request, color: Color, shade: int = 50, dark: bool = False) -> Any:
     """Describe a color.
 
     Any value other than red, green or blue is a 422 naming the allowed values.

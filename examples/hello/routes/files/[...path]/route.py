@@ -1,7 +1,11 @@
 """GET /files/{path} — a catch-all segment: the handler gets a list of segments."""
 
+from typing import Any
 
-async def GET(request, path: list):
+from filerouter import Request
+
+
+async def GET(request: Request, path: list[str]) -> Any:
     """Split a file path into its segments.
 
     :param path: One or more segments, `/files/a/b/c` gives `["a", "b", "c"]`.

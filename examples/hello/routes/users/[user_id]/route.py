@@ -1,7 +1,11 @@
 """GET /users/{user_id} — a dynamic segment converted by its type hint."""
 
+from typing import Any
 
-async def GET(request, user_id: int):
+from filerouter import Request
+
+
+async def GET(request: Request, user_id: int) -> Any:
     """Fetch one user by numeric id.
 
     A non-numeric id is a 422, as in FastAPI.

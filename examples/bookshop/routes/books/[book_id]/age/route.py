@@ -1,11 +1,13 @@
+from typing import Any
+
 from dateutil import parser as dateparser
 from dateutil.relativedelta import relativedelta
-from filerouter import HTTPException, Query
+from filerouter import HTTPException, Query, Request
 
 from _lib import store
 
 
-def GET(request, book_id: int, on: str = Query(description="A date, in any format dateutil reads")) -> dict:
+def GET(request: Request, book_id: int, on: str = Query(description="A date, in any format dateutil reads")) -> dict[str, Any]:
     """How old a book was on a given date (python-dateutil reads the date)."""
     book = store.find(book_id)
     try:
