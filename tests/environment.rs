@@ -58,6 +58,7 @@ def GET(request):
         "home": os.environ.get("HOME"),
         "path": os.environ.get("PATH"),
         "names": sorted(env),
+        "environ_keys": sorted(os.environ),
         "page_size": PAGE_SIZE,
         "features": dict(settings["features"]),
         "is_environ": isinstance(os.environ, type(os.environ)) and hasattr(os.environ, "copy"),
@@ -116,6 +117,12 @@ fn dev_gives_route_code_the_declared_values_and_nothing_else() {
     assert_eq!(body["home"], "/home/of-the-developer");
     assert_eq!(body["path"], Value::Null);
     assert_eq!(body["names"], serde_json::json!(["HOME", "JWT_SECRET"]));
+    // os.environ holds the declared names with a value, and nothing of the host's or the
+    // guest's own start-up.
+    assert_eq!(
+        body["environ_keys"],
+        serde_json::json!(["HOME", "JWT_SECRET"])
+    );
     assert_eq!(body["page_size"], 20);
     assert_eq!(body["features"], serde_json::json!({"beta": true}));
     assert_eq!(body["is_environ"], true);

@@ -203,7 +203,9 @@ class _Environ(os._Environ):  # type: ignore[type-arg]  # os._Environ is private
         self._call: dict[str, str] | None = None
 
     def _current(self) -> dict[str, str]:
-        if _import_depth:
+        # Before the first call (the guest being built) and during imports, the base itself:
+        # what is written then is part of the snapshot, as in any module-level code.
+        if _import_depth or not _in_call:
             return self._base
         if self._call is None:
             self._call = dict(self._base)
