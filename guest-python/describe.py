@@ -1,18 +1,20 @@
 """What the host learns of one handler for `/docs` and `/openapi.json` (the `handler-info`
 record of `wit/filerouter.wit`): its parameters with where they come from and their JSON
-Schema, its request body, and the schema of what it returns.
+Schema, its request body, the schema of what it returns, the security schemes it depends on
+(`filerouter.security`), and what `@route(...)` declares (`filerouter.operation`).
 
 Computed from the handler's signature once (`params.specs_of`), when the host inspects a route
 file. Not for: binding a request (see `filerouter.params`).
 """
 
+import http
 import inspect
 import json
 import typing
 
 import docstrings
 import wit_text
-from filerouter import params, schemas
+from filerouter import operation, params, schemas, security
 from filerouter.forms import UploadFile
 from filerouter.responses import Response, jsonable
 from filerouter.validation import split_annotated
@@ -108,9 +110,85 @@ def _response(named, fn):
     return {"status": status, "schema": named.of(hint)}
 
 
+def _documented_only(fn, texts):
+    """`HandlerParam`s for the parameters only the docstring names (`:param name:`): the
+    handler reads them itself (`request.query_params.get("name")`), so they are optional query
+    strings, as SPEC.md's page extracts query parameters from docstrings."""
+    taken = set(inspect.signature(fn).parameters)
+    for spec in params.param_specs(fn) + params.body_specs(fn)[0]:
+        taken |= {spec.name, spec.alias}
+    return [
+        HandlerParam(
+            name=wit_text.safe(name),
+            kind="str",
+            choices=[],
+            has_default=True,
+            default_json=None,
+            description=wit_text.safe(text),
+            location="query",
+            schema=None,
+        )
+        for name, text in texts.items()
+        if name not in taken
+    ]
+
+
+def _security(fn):
+    """`(requirements, schemes, challenges)`: the operation's OpenAPI `security` (one
+    requirement per scheme it depends on, with the scopes required of it), the schemes' Security
+    Scheme Objects by name, and whether one of them answers 401 by itself."""
+    found = security.schemes_of(fn)
+    requirements, schemes = [], {}
+    for scheme, scopes in found:
+        requirements.append({scheme.scheme_name: list(scopes)})
+        schemes.setdefault(scheme.scheme_name, scheme.openapi_scheme())
+    return requirements, schemes, any(scheme.auto_error for scheme, _ in found)
+
+
+def _declared_responses(named, responses):
+    """`@route(responses=...)` as OpenAPI Response Objects: a `model` becomes the JSON
+    content's schema, and a missing description is the status's phrase, as in FastAPI."""
+    out = {}
+    for code, given in responses.items():
+        response = {k: v for k, v in given.items() if k != "model"}
+        if given.get("model") is not None:
+            content = dict(response.get("content") or {})
+            media = dict(content.get("application/json") or {})
+            media.setdefault("schema", named.of(given["model"]))
+            content["application/json"] = media
+            response["content"] = content
+        if not response.get("description"):
+            try:
+                response["description"] = http.HTTPStatus(int(code)).phrase
+            except ValueError:
+                response["description"] = "Additional Response"
+        out[code] = response
+    return out
+
+
+def _operation(named, info):
+    """What `@route(...)` adds to the operation, or None."""
+    if info is None:
+        return None
+    return {
+        "tags": list(info.tags),
+        "deprecated": info.deprecated,
+        "operation_id": info.operation_id,
+        "response_description": info.response_description,
+        "responses": _declared_responses(named, info.responses),
+    }
+
+
 def describe(method, fn):
     """The `HandlerInfo` of handler `fn` serving `method`."""
     summary, description, texts = docstrings.parse(inspect.getdoc(fn))
+    info = operation.info_of(fn)
+    if info is not None and info.summary is not None:
+        # As FastAPI: a declared summary leaves the whole docstring to the description.
+        description = "\n\n".join(part for part in (summary, description) if part) or None
+        summary = info.summary
+    if info is not None and info.description is not None:
+        description = info.description
     named = schemas.Schemas()
     described = []
     for spec in params.param_specs(fn):
@@ -134,12 +212,23 @@ def describe(method, fn):
                 else None,
             )
         )
+    described += _documented_only(fn, texts)
     body = _body(named, fn)
     response = _response(named, fn)
+    requirements, schemes, challenges = _security(fn)
+    declared = _operation(named, info)
     openapi = None
-    if body is not None or response is not None or named.named:
+    if body is not None or response is not None or named.named or requirements or declared:
         openapi = json.dumps(
-            {"request_body": body, "response": response, "schemas": named.named},
+            {
+                "request_body": body,
+                "response": response,
+                "schemas": named.named,
+                "security": requirements,
+                "security_schemes": schemes,
+                "challenges": challenges,
+                "operation": declared,
+            },
             default=jsonable,
         )
     return HandlerInfo(

@@ -16,20 +16,22 @@ import preload  # noqa: F401, I001
 
 import describe
 import importing
+import lifecycle
 import nonetwork  # noqa: F401  (network errors that say there is no network)
 import pipeline
 import project
 import settings
 import warmup
 import wit_text
-from componentize_py_types import Err
+from componentize_py_types import Err, Ok
 from filerouter import environment
-from filerouter.exceptions import NoHandlerError
+from filerouter.exceptions import NoHandlerError, ProjectCodeError
 from filerouter.requests import Request
 from wit_world import exports
 from wit_world.imports.types import (
     HttpResponse,
     ParamValue_Segments,
+    RouteInspection,
     Target_Route,
 )
 
@@ -74,6 +76,33 @@ def _require_handlers(module, file):
     )
 
 
+def _trailing_slash(module, file):
+    """Whether the route file sets `TRAILING_SLASH = True` (its path ends with `/`); any value
+    other than True or False is a mistake, reported at the line that set it."""
+    value = getattr(module, "TRAILING_SLASH", False)
+    if isinstance(value, bool):
+        return value
+    path = project.ROUTES_DIR + "/" + file
+    raise ProjectCodeError(
+        f"TRAILING_SLASH must be True or False, not {value!r}",
+        filename=path,
+        lineno=_assignment_line(path, "TRAILING_SLASH"),
+        suggestions=["`TRAILING_SLASH = True` makes the route's path end with `/` (`/products/`); leave it out for `/products`"],
+    )
+
+
+def _assignment_line(path, name):
+    """The line of the first `name = ...` in the file at `path` (1 if there is none)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for number, line in enumerate(handle, 1):
+                if line.startswith(name) and line[len(name) :].lstrip().startswith("="):
+                    return number
+    except OSError:
+        pass
+    return 1
+
+
 def _to_wit(response):
     status = response.status_code
     # A 1xx is informational (RFC 9110): it can never be a handler's final answer.
@@ -88,21 +117,34 @@ def _to_wit(response):
     return HttpResponse(status=status, headers=headers, body=body, host_body=host_body)
 
 
+# What `handle` returns once the host has taken the response early: it is not sent.
+_SENT = HttpResponse(status=200, headers=[], body=b"", host_body=False)
+
+
 class Guest(exports.Guest):
     def inspect_route(self, file):
         _start_instance()
-        try:
-            module = project.load_route(file)
-            _require_handlers(module, file)
-            return [describe.describe(method, fn) for method, fn in _handlers(module)]
-        except BaseException as exc:
-            raise Err(project.error_report(exc)) from None
+        trailing_slash = False
+        with project.recording_imports() as imports:
+            try:
+                module = project.load_route(file)
+                _require_handlers(module, file)
+                trailing_slash = _trailing_slash(module, file)
+                handlers = Ok([describe.describe(method, fn) for method, fn in _handlers(module)])
+            except BaseException as exc:
+                handlers = Err(project.error_report(exc))
+        return RouteInspection(
+            handlers=handlers,
+            trailing_slash=trailing_slash,
+            imports=sorted(wit_text.safe(f) for f in imports),
+        )
 
     def bake(self, files, routes, root_files, packages):
         importing.hide()
         environment.start_call()
         try:
             project.bake(files, routes, root_files, packages)
+            lifecycle.check_baked()
         except BaseException as exc:
             raise Err(project.error_report(exc)) from None
         # The request path, specialized and with its caches filled, into the snapshot. Only
@@ -131,7 +173,27 @@ class Guest(exports.Guest):
             path_params=path_values,
         )
         try:
-            return _to_wit(pipeline.run(req, target, dict(root_files)))
+            response = pipeline.run(req, target, dict(root_files))
+            answer = _to_wit(response)
+            tasks = pipeline.background_tasks(response)
+        except BaseException as exc:
+            raise Err(project.error_report(exc)) from None
+        if not tasks:
+            return answer
+        # Background tasks: the host sends the answer now; the tasks run after it, here, under
+        # the request's limits. What they raise reaches the host as this call's error, which it
+        # logs: the response is sent already and never changes.
+        try:
+            delivered = pipeline.after_response(answer, tasks)
+        except BaseException as exc:
+            raise Err(project.error_report(exc)) from None
+        # Sent already: the host has no use for it again (a large body would be copied twice).
+        return _SENT if delivered else answer
+
+    def startup(self, root_files):
+        _start_instance()
+        try:
+            return lifecycle.run(dict(root_files))
         except BaseException as exc:
             raise Err(project.error_report(exc)) from None
 

@@ -5,7 +5,9 @@ as JSON) or a response object. `context` describes the project's API, as the hos
 
     context.get_routes()                 # every route: path, methods, parameters, docstrings
     context.get_routes_by_method("GET")  # the routes that serve GET
-    context.get_statistics()             # {"total_routes", "static_routes", "dynamic_routes", "methods"}
+    context.get_statistics()             # {"total_routes", "static_routes", "dynamic_routes", "methods",
+                                         #  "total_handlers", "total_paths"}: handlers (one per path
+                                         #  and method) but for total_paths, len(get_routes())
     context.get_project_info()           # {"title", "description", "version", "app_name"}
 """
 

@@ -10,15 +10,21 @@ whose body stays on the host.
 `HTTPException` and validation errors become responses where they are raised, so middleware
 sees them as responses; any other exception propagates through middleware (which may catch it)
 to the host, which shows the error page.
+
+A handler's return annotation is its response model (`filerouter.models`): what it returns is
+checked and cut down to it before it becomes a response. Background tasks
+(`filerouter.background`) run after the whole response, middleware included, has been handed
+to the host (`deliver`), in this same instance.
 """
 
 import contextlib
 import inspect
+import traceback
 
 import pages
 import project
 import wit_text
-from filerouter import params
+from filerouter import background, models, params
 from filerouter.eventloop import SandboxEventLoop
 from filerouter.exceptions import (
     HTTPException,
@@ -27,6 +33,7 @@ from filerouter.exceptions import (
     ResponseSerializationError,
 )
 from filerouter.responses import JSONResponse, Response, to_response
+from wit_world.imports import background as host_background
 from wit_world.imports import upstream
 from wit_world.imports.types import HttpRequest, Target_Page, Target_Route
 
@@ -47,6 +54,7 @@ class HostResponse(Response):
 
 def run(request, target, sources):
     """The `Response` for `request`; raises what project code did not handle."""
+    background.forget()
     return LOOP.run_until_complete(_run(request, target, sources))
 
 
@@ -98,6 +106,9 @@ async def _guarded(awaitable):
     try:
         return await awaitable
     except HTTPException as exc:
+        if exc.status_code in (204, 304):
+            # No body, so no content type either (Starlette's handler does the same).
+            return Response(status_code=exc.status_code, headers=exc.headers)
         return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
     except RequestValidationError as exc:
         return JSONResponse({"detail": exc.errors}, status_code=422)
@@ -120,6 +131,9 @@ async def _route(request, target):
         resolver = params.Resolver(request, request.path_params, stack)
         kwargs = await resolver.kwargs(fn, check=True)
         result = await _maybe_await(fn(**kwargs))
+        model = models.response_model(fn, params.signature_of(fn)[1])
+        if model is not None:
+            result = model.apply(result, fn)
         # Built inside the stack: `yield` dependencies are torn down after the handler has
         # returned and its value has become a response.
         return _response_of(result, fn)
@@ -140,6 +154,33 @@ def _response_of(result, fn):
                 "Convert custom objects first, e.g. with dataclasses.asdict(obj) or vars(obj)",
             ],
         ) from exc
+
+
+def background_tasks(response):
+    """The tasks to run once `response` is sent (its own `background`, then the request's
+    `BackgroundTasks`), taken so that they run once."""
+    return background.take(response)
+
+
+def after_response(answer, tasks):
+    """Hand the WIT response `answer` to the host now, before the call ends, then run `tasks`
+    in order, in this instance. The first task that raises stops the rest (as in FastAPI) and
+    its exception propagates, for the host to log as a background failure. Should the host not
+    take the answer early (it always does in a request's call), it is this call's answer after
+    the tasks, and a failure is printed, never the answer. Whether the host took it."""
+    delivered = host_background.respond(answer)
+    try:
+        LOOP.run_until_complete(_run_tasks(tasks))
+    except Exception:
+        if delivered:
+            raise
+        traceback.print_exc()
+    return delivered
+
+
+async def _run_tasks(tasks):
+    for task in tasks:
+        await task()
 
 
 def _to_wit_request(request):

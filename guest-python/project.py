@@ -3,9 +3,11 @@
 Route files are read from the read-only `/routes` preopen and executed as fresh modules (every
 call runs in a fresh instance, so nothing is cached between requests). Exceptions are turned into
 `ProjectError` records that name the project file and line and keep only project frames.
+`recording_imports()` notes which project files a route's import loaded, for `dev`'s reload.
 """
 
 import builtins
+import contextlib
 import difflib
 import os
 import sys
@@ -62,7 +64,7 @@ def load_route(file):
     return _exec_route(path, source)
 
 
-ROOT_FILES = ("middleware.py", "docs.py", "not-found.py")
+ROOT_FILES = ("middleware.py", "docs.py", "not-found.py", "startup.py")
 
 
 def load_root(name, sources):
@@ -105,6 +107,45 @@ def _bake(files, routes, root_files, packages, params):
                     pass
     for name, source in root_files:
         baked.ROOT_MODULES[name] = _exec_route("/project/" + name, source.encode())
+
+
+class _ImportRecorder:
+    """A finder on `sys.meta_path`, just after the standard library's, while a route file is
+    inspected: it asks the finders after it, as the import system would, and notes the project
+    file of each spec found. A spec is found before its module runs, so a helper that fails to
+    import is noted too. Costs a loop over a few finders per import, during inspections only."""
+
+    def __init__(self):
+        self.files = set()
+
+    def find_spec(self, fullname, path=None, target=None):
+        after = False
+        for finder in list(sys.meta_path):
+            if finder is self:
+                after = True
+                continue
+            find = getattr(finder, "find_spec", None)
+            if not after or find is None:
+                continue
+            spec = find(fullname, path, target)
+            if spec is not None:
+                rel = project_path(spec.origin or "")
+                if rel is not None:
+                    self.files.add(rel)
+                return spec
+        return None
+
+
+@contextlib.contextmanager
+def recording_imports():
+    """A set that fills with the project files (`routes/_lib/db.py`) imported inside the block."""
+    recorder = _ImportRecorder()
+    sys.meta_path.insert(importing.after_stdlib(), recorder)
+    try:
+        yield recorder.files
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(recorder)
 
 
 def _exec_route(path, source):

@@ -46,6 +46,7 @@ SCHEMA = {
     "database": {"max_size_mb": int, "max_rows": int, "max_result_mb": int},
     "environment": "environment",
     "settings": "project",
+    "openapi_tags": "openapi_tags",
 }
 
 # `environment`: the names route code reads from the operator's environment (host/src/environment.rs).
@@ -110,6 +111,9 @@ def _check(name, value, expected, lineno):
         return
     if expected == "project":
         _check_project(name, value, lineno)
+        return
+    if expected == "openapi_tags":
+        _check_openapi_tags(name, value, lineno)
         return
     if isinstance(expected, dict):
         if not isinstance(value, dict):
@@ -178,6 +182,36 @@ def _check_environment(name, value, lineno):
             if variable in seen:
                 raise ConfigError(f"{variable!r} is named twice in '{name}'", lineno)
             seen.add(variable)
+
+
+def _check_openapi_tags(name, value, lineno):
+    example = '[{"name": "items", "description": "Manage items."}]'
+    if not isinstance(value, list):
+        raise ConfigError(f"'{name}' must be a list of tags like {example}", lineno)
+    seen = set()
+    for tag in value:
+        if not isinstance(tag, dict) or not isinstance(tag.get("name"), str) or not tag["name"]:
+            raise ConfigError(f"every entry of '{name}' must be a dict with a 'name', like {example}", lineno)
+        for key, item in tag.items():
+            if key not in ("name", "description", "externalDocs"):
+                raise ConfigError(
+                    f"unknown key '{key}' in '{name}' (known keys: name, description, externalDocs)", lineno
+                )
+            if key == "description" and not isinstance(item, str):
+                raise ConfigError(f"the 'description' of tag {tag['name']!r} must be a str", lineno)
+            if key == "externalDocs" and not (
+                isinstance(item, dict)
+                and isinstance(item.get("url"), str)
+                and all(k in ("url", "description") and isinstance(v, str) for k, v in item.items())
+            ):
+                raise ConfigError(
+                    f"the 'externalDocs' of tag {tag['name']!r} must be like "
+                    '{"url": "https://...", "description": "..."}',
+                    lineno,
+                )
+        if tag["name"] in seen:
+            raise ConfigError(f"tag {tag['name']!r} is named twice in '{name}'", lineno)
+        seen.add(tag["name"])
 
 
 def _is_variable_name(text):

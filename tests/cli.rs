@@ -194,6 +194,76 @@ fn hot_reload_picks_up_edits_additions_and_removals() {
     assert_eq!(json(server.get("/")), json!({"v": 3}));
 }
 
+/// Hot reload follows imports (issue 25): a route that failed because a helper under
+/// `routes/_lib/` failed to import recovers within a second of the helper's fix, without the
+/// route file being touched; and an edit of a helper a working route imports (one level down
+/// or two) reloads what `/openapi.json` says of the route.
+#[test]
+fn hot_reload_follows_the_files_a_route_imported() {
+    let project = Project::new(&[
+        ("routes/_lib/greeting.py", "def greet(:\n"),
+        (
+            "routes/hello/route.py",
+            "from _lib.greeting import greet\n\ndef GET(request):\n    return {'message': greet()}\n",
+        ),
+        ("routes/_lib/__init__.py", ""),
+        ("routes/_lib/paging.py", "from _lib.limits import page\n"),
+        (
+            "routes/_lib/limits.py",
+            "def page(page: int = 1):\n    return page\n",
+        ),
+        (
+            "routes/items/route.py",
+            "from filerouter import Depends\nfrom _lib.paging import page\n\ndef GET(request, p=Depends(page)):\n    return {'page': p}\n",
+        ),
+    ]);
+    // Helpers edited long before `dev` starts: their stamps are trusted, not re-inspected anyway.
+    for helper in ["paging.py", "limits.py"] {
+        let file = std::fs::File::options()
+            .write(true)
+            .open(project.path().join("routes/_lib").join(helper))
+            .unwrap();
+        file.set_modified(std::time::SystemTime::now() - Duration::from_secs(60))
+            .unwrap();
+    }
+    let server = Server::dev(&project);
+    assert_eq!(server.get("/hello").status(), 500);
+    let query_names = |server: &Server| -> Vec<String> {
+        json(server.get("/openapi.json"))["paths"]["/items"]["get"]["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(query_names(&server), ["page"]);
+
+    // The helper is fixed; the route file is not touched.
+    let fixed = std::time::Instant::now();
+    project.write("routes/_lib/greeting.py", "def greet():\n    return 'hi'\n");
+    assert!(
+        eventually(Duration::from_secs(10), || server.get("/hello").status()
+            == 200),
+        "{}",
+        server.log()
+    );
+    let took = fixed.elapsed();
+    assert!(took < Duration::from_secs(1), "recovered after {took:?}");
+    assert_eq!(json(server.get("/hello")), json!({"message": "hi"}));
+
+    // A dependency two imports away gains a query parameter: /openapi.json shows it.
+    project.write(
+        "routes/_lib/limits.py",
+        "def page(page: int = 1, size: int = 10):\n    return page\n",
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || query_names(&server)
+            == ["page", "size"]),
+        "{:?}",
+        query_names(&server)
+    );
+}
+
 #[test]
 fn scan_errors_recover_when_fixed() {
     let project = Project::new(&[

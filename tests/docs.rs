@@ -408,6 +408,335 @@ fn the_documented_errors_are_what_the_server_answers() {
     assert!(doc["components"]["responses"]["MethodNotAllowed"]["headers"]["Allow"].is_object());
 }
 
+/// A FastAPI app's security tutorial, ported: the password flow's token URL
+/// (`OAuth2PasswordRequestForm`), a route that echoes the bearer token it got
+/// (`OAuth2PasswordBearer`), one that requires it through a sub-dependency, an API key, and
+/// `@route(...)` metadata with `openapi_tags` in config.py.
+fn secured() -> Project {
+    Project::new(&[
+        (
+            "config.py",
+            r#"
+            title = "Secured shop"
+            openapi_tags = [
+                {"name": "users", "description": "Who is signed in: `users/me`."},
+                {"name": "auth", "description": "Tokens.", "externalDocs": {"url": "https://example.com/auth", "description": "How tokens work"}},
+                {"name": "unused", "description": "No operation has it."},
+            ]
+            "#,
+        ),
+        (
+            "routes/_lib/security.py",
+            r#"
+            from typing import Annotated
+
+            from filerouter import Depends, HTTPException, OAuth2PasswordBearer
+
+            oauth2_scheme = OAuth2PasswordBearer(tokenUrl="token")
+
+
+            def current_user(token: Annotated[str, Depends(oauth2_scheme)]) -> str:
+                if not token.startswith("tok-"):
+                    raise HTTPException(401, "Invalid authentication credentials", headers={"WWW-Authenticate": "Bearer"})
+                return token[4:]
+            "#,
+        ),
+        (
+            "routes/token/route.py",
+            r#"
+            import dataclasses
+            from typing import Annotated
+
+            from filerouter import Depends, HTTPException, OAuth2PasswordRequestForm, route
+
+
+            @dataclasses.dataclass
+            class Message:
+                detail: str
+
+
+            @route(tags=["auth"], summary="Log in", responses={400: {"description": "Wrong user name or password", "model": Message}})
+            def POST(request, form: Annotated[OAuth2PasswordRequestForm, Depends()]):
+                """Trade a user name and password for a token.
+
+                The password is `secret`.
+                """
+                if form.password != "secret":
+                    raise HTTPException(400, "Incorrect username or password")
+                return {"access_token": "tok-" + form.username, "token_type": "bearer"}
+            "#,
+        ),
+        (
+            "routes/users/me/route.py",
+            r#"
+            from typing import Annotated
+
+            from filerouter import Depends, route
+
+            from _lib.security import oauth2_scheme
+
+
+            @route(tags=["users"], operation_id="read_own_token")
+            def GET(request, token: Annotated[str, Depends(oauth2_scheme)]):
+                """Echo the bearer token the request carried."""
+                return {"token": token}
+            "#,
+        ),
+        (
+            "routes/users/me/items/route.py",
+            r#"
+            from typing import Annotated
+
+            from filerouter import Depends, route
+
+            from _lib.security import current_user
+
+
+            @route(tags=["users", "items"], response_description="The user's items")
+            def GET(request, user: Annotated[str, Depends(current_user)]):
+                """The signed-in user's items."""
+                return [{"owner": user, "item": "pen"}]
+            "#,
+        ),
+        (
+            "routes/legacy/route.py",
+            r#"
+            from filerouter import route
+
+
+            @route(deprecated=True, summary="Old listing", description="Use `/users/me/items`.", responses={410: {}})
+            def GET(request):
+                """Not the summary."""
+                return []
+            "#,
+        ),
+        (
+            "routes/keys/route.py",
+            r#"
+            from filerouter import APIKeyHeader, Depends
+
+            api_key = APIKeyHeader(name="X-API-Key", description="Ask for a key.")
+
+
+            def GET(request, key: str = Depends(api_key)):
+                return {"key": key}
+            "#,
+        ),
+        (
+            "routes/items/route.py",
+            "def GET(request):\n    return []\n",
+        ),
+    ])
+}
+
+/// `@route(...)`: tags, summary, description, responses, deprecated and operation_id reach
+/// `/openapi.json`, `openapi_tags` describes and orders the tags, and `/docs` groups by tag,
+/// falling back to the first path segment for operations without one.
+#[test]
+fn route_metadata_reaches_openapi_and_the_page_groups_by_tag() {
+    let project = secured();
+    let server = Server::dev(&project);
+    let doc = json(server.get("/openapi.json"));
+    let op = |path: &str, method: &str| doc["paths"][path][method].clone();
+    // Tags: declared ones, else the path's first segment; openapi_tags first, as given.
+    assert_eq!(op("/users/me", "get")["tags"], json!(["users"]));
+    assert_eq!(
+        op("/users/me/items", "get")["tags"],
+        json!(["users", "items"])
+    );
+    assert_eq!(op("/token", "post")["tags"], json!(["auth"]));
+    assert_eq!(op("/legacy", "get")["tags"], json!(["legacy"]));
+    let tags: Vec<&str> = doc["tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tags, ["users", "auth", "unused", "items", "keys", "legacy"]);
+    assert_eq!(
+        doc["tags"][0]["description"],
+        "Who is signed in: `users/me`."
+    );
+    assert_eq!(
+        doc["tags"][1]["externalDocs"]["url"],
+        "https://example.com/auth"
+    );
+    // Summary and description: a declared summary leaves the whole docstring to the
+    // description; a declared description replaces the docstring's.
+    assert_eq!(op("/token", "post")["summary"], "Log in");
+    assert_eq!(
+        op("/token", "post")["description"],
+        "Trade a user name and password for a token.\n\nThe password is `secret`."
+    );
+    assert_eq!(op("/legacy", "get")["summary"], "Old listing");
+    assert_eq!(
+        op("/legacy", "get")["description"],
+        "Use `/users/me/items`."
+    );
+    // Responses: a model's schema, a status's phrase when no description is given, the
+    // success response's description.
+    let bad = &op("/token", "post")["responses"]["400"];
+    assert_eq!(bad["description"], "Wrong user name or password");
+    assert_eq!(
+        bad["content"]["application/json"]["schema"]["$ref"],
+        "#/components/schemas/Message"
+    );
+    assert_eq!(
+        doc["components"]["schemas"]["Message"]["required"],
+        json!(["detail"])
+    );
+    assert_eq!(
+        op("/legacy", "get")["responses"]["410"],
+        json!({"description": "Gone"})
+    );
+    assert_eq!(
+        op("/users/me/items", "get")["responses"]["200"]["description"],
+        "The user's items"
+    );
+    // Deprecated, and the declared operationId (the others keep theirs).
+    assert_eq!(op("/legacy", "get")["deprecated"], true);
+    assert!(op("/items", "get")["deprecated"].is_null());
+    assert_eq!(op("/users/me", "get")["operationId"], "read_own_token");
+    assert_eq!(op("/items", "get")["operationId"], "get_items");
+    // Security, declared by the dependencies (a sub-dependency's too).
+    assert_eq!(
+        doc["components"]["securitySchemes"],
+        json!({
+            "OAuth2PasswordBearer": {"type": "oauth2", "flows": {"password": {"scopes": {}, "tokenUrl": "token"}}},
+            "APIKeyHeader": {"type": "apiKey", "in": "header", "name": "X-API-Key", "description": "Ask for a key."},
+        })
+    );
+    assert_eq!(
+        op("/users/me/items", "get")["security"],
+        json!([{"OAuth2PasswordBearer": []}])
+    );
+
+    // The page: groups by first tag in openapi_tags' order, with their descriptions; the
+    // path's group for the untagged; deprecated marked; the declared id as the anchor.
+    let html = docs_html(&server);
+    let headings: Vec<&str> = html
+        .split("<section class=\"group\" id=\"")
+        .skip(1)
+        .map(|s| s.split('"').next().unwrap())
+        .collect();
+    assert_eq!(
+        headings,
+        [
+            "group-users",
+            "group-auth",
+            "group-items",
+            "group-keys",
+            "group-legacy"
+        ]
+    );
+    assert!(html.contains("<h2><a href=\"#group-users\">users</a></h2>\n<div class=\"tag-description\"><p>Who is signed in: <code>users/me</code>.</p></div>"));
+    assert!(html.contains("<h2><a href=\"#group-legacy\">/legacy</a></h2>"));
+    assert!(
+        !html.contains("No operation has it."),
+        "an unused tag has no section"
+    );
+    assert!(html.contains("<article class=\"op deprecated\" id=\"get_legacy\""));
+    assert!(html.contains("<span class=\"badge deprecated-badge\""));
+    assert!(html.contains("<article class=\"op\" id=\"read_own_token\""));
+    let users = html.split("id=\"group-users\"").nth(1).unwrap();
+    let users = users.split("<section").next().unwrap();
+    assert!(users.contains("id=\"read_own_token\"") && users.contains("id=\"get_users_me_items\""));
+    assert!(html.contains("<span class=\"status s4\">400</span> Wrong user name or password"));
+    // Authorization is offered, and each operation says what it requires.
+    assert!(html.contains("id=\"authorize\""));
+    assert!(html.contains("</svg> Requires <code>OAuth2PasswordBearer</code>"));
+
+    // Without tags anywhere, the page groups as before (the fixture's checks pass unchanged,
+    // see docs_page_lists_every_route_with_methods_params_docstrings_and_statistics), and no
+    // Authorize button shows.
+    let plain = Server::dev(&fixture());
+    let html = docs_html(&plain);
+    assert!(!html.contains("id=\"authorize\""));
+    assert!(json(plain.get("/openapi.json"))["components"]["securitySchemes"].is_null());
+}
+
+/// A mistake in `@route(...)` is an import error of that route file, on its line; the others
+/// keep working.
+#[test]
+fn route_decorator_mistakes_are_import_errors_on_their_line() {
+    let project = Project::new(&[
+        (
+            "routes/bad/route.py",
+            "from filerouter import route\n\n@route(tags=\"items\")\ndef GET(request):\n    return {}\n",
+        ),
+        (
+            "routes/status/route.py",
+            "from filerouter import route\n\n@route(responses={999: {}})\ndef GET(request):\n    return {}\n",
+        ),
+        ("routes/good/route.py", "def GET(request):\n    return {}\n"),
+    ]);
+    let server = Server::dev(&project);
+    let bad = server
+        .request("GET", "/bad")
+        .header("accept", "application/json")
+        .send()
+        .unwrap();
+    assert_eq!(bad.status(), 500);
+    let error = json(bad)["error"].clone();
+    assert_eq!(error["type"], "TypeError", "{error:#}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("route(tags=...) takes a list of strings"),
+        "{error:#}"
+    );
+    assert_eq!(
+        (&error["file"], &error["line"]),
+        (&json!("routes/bad/route.py"), &json!(3)),
+        "{error:#}"
+    );
+    let status = server
+        .request("GET", "/status")
+        .header("accept", "application/json")
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        status.contains("999 is not an HTTP status code"),
+        "{status}"
+    );
+    assert_eq!(json(server.get("/good")), json!({}));
+}
+
+/// `openapi_tags` in config.py is checked like every setting: a mistake names the line.
+#[test]
+fn openapi_tags_mistakes_name_their_line_in_config_py() {
+    for (value, said) in [
+        ("{'name': 'items'}", "'openapi_tags' must be a list of tags"),
+        ("[{'description': 'x'}]", "must be a dict with a 'name'"),
+        (
+            "[{'name': 'a', 'colour': 'red'}]",
+            "unknown key 'colour' in 'openapi_tags'",
+        ),
+        ("[{'name': 'a'}, {'name': 'a'}]", "tag 'a' is named twice"),
+        (
+            "[{'name': 'a', 'externalDocs': 'x'}]",
+            "'externalDocs' of tag 'a' must be like",
+        ),
+    ] {
+        let project = Project::new(&[
+            ("routes/index.py", "def GET(request):\n    return {}\n"),
+            (
+                "config.py",
+                &format!("title = 'T'\nopenapi_tags = {value}\n"),
+            ),
+        ]);
+        let (code, stdout, stderr) = support::run(&["build", "--project", "."], project.path());
+        assert_ne!(code, 0, "{value}: {stdout}");
+        assert!(
+            stderr.contains("config.py:2") && stderr.contains(said),
+            "{value}: {stderr}"
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // External tools: a Python venv with the validators, and node + Chromium for the browser test.
 
@@ -461,7 +790,7 @@ fn openapi_passes_the_validator_and_schemathesis() {
         .arg("--python")
         .arg(venv.join("bin/python")));
     assert!(installed.is_ok(), "{}", installed.unwrap_err());
-    for project in [&fixture(), &example("hello"), &bookshop] {
+    for project in [&fixture(), &example("hello"), &bookshop, &secured()] {
         let server = Server::dev(project);
         let doc = server.get("/openapi.json").text().unwrap();
         let file = project.path().join("openapi.json");
@@ -479,6 +808,8 @@ fn openapi_passes_the_validator_and_schemathesis() {
     // password, an unreadable date, a duplicate title), as its FastAPI original does, which
     // fails schemathesis' `positive_data_acceptance` the same way: that check is left out.
     schemathesis(&venv, &bookshop, &["positive_data_acceptance"]);
+    // The secured app answers requests without credentials with 401, as FastAPI does.
+    schemathesis(&venv, &secured(), &["positive_data_acceptance"]);
 }
 
 /// The last `n` lines of `text`.
@@ -564,18 +895,23 @@ fn docs_page_works_in_a_real_browser() {
     };
     let project = example("hello");
     let server = Server::dev(&project);
+    // A ported app with a bearer dependency: Authorize, and "Try it" sends the token.
+    let secured_project = secured();
+    let secured_server = Server::dev(&secured_project);
     let artifacts = workspace().join("target/test-artifacts");
     std::fs::create_dir_all(&artifacts).unwrap();
     let result = run(Command::new("node")
         .arg(dir.join("docs-page.mjs"))
         .arg(&server.base)
         .arg(&artifacts)
+        .arg(&secured_server.base)
         .env("CHROMIUM", &chromium));
     match result {
         Ok(out) => eprintln!("{out}"),
         Err(failure) => panic!(
-            "the browser test failed:\n{failure}\nend of the server log:\n{}",
-            tail(&server.log(), 60)
+            "the browser test failed:\n{failure}\nend of the server logs:\n{}\n{}",
+            tail(&server.log(), 60),
+            tail(&secured_server.log(), 30)
         ),
     }
     assert!(artifacts.join("docs-page.png").exists());
@@ -644,4 +980,149 @@ fn docs_py_replaces_the_page_with_the_route_context_and_reloads() {
                 .unwrap()
                 .contains("<!doctype html")
     }));
+}
+
+/// What `filerouter init`'s template promises (issue 25): its docstring's `:param name:`, read
+/// by the handler from `request.query_params`, is an optional query parameter on `/docs` and in
+/// `/openapi.json`, with its text; a docstring's words about real parameters (the request, a
+/// body, a path parameter) add none.
+#[test]
+fn docstring_only_parameters_are_documented_query_parameters() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, stdout, stderr) = support::run(&["init", "greeter"], dir.path());
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let project = dir.path().join("greeter");
+    std::fs::create_dir_all(project.join("routes/items/[item_id]")).unwrap();
+    std::fs::write(
+        project.join("routes/items/[item_id]/route.py"),
+        support::dedent(
+            r#"
+            import dataclasses
+
+            @dataclasses.dataclass
+            class Item:
+                name: str
+
+            def PUT(request, item_id: int, item: Item):
+                """Replace an item.
+
+                :param request: the request.
+                :param item_id: Which item.
+                :param item: The new item.
+                :param dry_run: Only check the item.
+                """
+                return {"id": item_id, "dry": request.query_params.get("dry_run")}
+            "#,
+        ),
+    )
+    .unwrap();
+    let server = Server::start(
+        &["dev", "--project", project.to_str().unwrap()],
+        &[],
+        Duration::from_secs(60),
+    );
+    let doc = json(server.get("/openapi.json"));
+    let parameters = doc["paths"]["/"]["get"]["parameters"].as_array().unwrap();
+    assert_eq!(parameters.len(), 1, "{doc:#}");
+    let name = &parameters[0];
+    assert_eq!(
+        (&name["name"], &name["in"], &name["required"]),
+        (&json!("name"), &json!("query"), &json!(false)),
+        "{name:#}"
+    );
+    assert_eq!(name["schema"]["type"], "string", "{name:#}");
+    assert_eq!(
+        name["description"],
+        "who to greet (optional query parameter)"
+    );
+    let put = &doc["paths"]["/items/{item_id}"]["put"];
+    let names: Vec<(&str, &str)> = put["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["name"].as_str().unwrap(), p["in"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        names,
+        [("item_id", "path"), ("dry_run", "query")],
+        "{put:#}"
+    );
+    assert_eq!(put["parameters"][0]["description"], "Which item.");
+    let page = docs_html(&server);
+    assert!(page.contains("<code>name</code>"), "{page}");
+    assert!(
+        page.contains("who to greet (optional query parameter)"),
+        "{page}"
+    );
+    // What the page offers to try is what the handler reads.
+    let answer = json(server.get("/?name=Ada"));
+    assert_eq!(answer, json!({"message": "Hello, Ada!"}));
+}
+
+/// `get_routes()` and `get_statistics()` count the same things (issue 25): `total_paths` is the
+/// length of `get_routes()`, `total_handlers` (and DECISIONS.md's `total_routes`) one per path
+/// and method; `/docs`, the `dev` and `run` banners, `build` and `status` give the same numbers.
+#[test]
+fn statistics_count_what_get_routes_lists_and_every_command_agrees() {
+    let project = Project::new(&[
+        ("routes/index.py", "def GET(request):\n    return {}\n"),
+        (
+            "routes/users/route.py",
+            "def GET(request):\n    return []\n\ndef POST(request):\n    return {}, 201\n",
+        ),
+        (
+            "routes/users/[id]/route.py",
+            "def GET(request, id: int):\n    return {}\n\ndef PUT(request, id: int):\n    return {}\n\ndef DELETE(request, id: int):\n    return None\n",
+        ),
+        (
+            "not-found.py",
+            r#"
+            def handler(request, context):
+                stats = context.get_statistics()
+                routes = context.get_routes()
+                return {
+                    "listed": len(routes),
+                    "methods": sum(len(r["methods"]) for r in routes),
+                    "total_paths": stats["total_paths"],
+                    "total_handlers": stats["total_handlers"],
+                    "total_routes": stats["total_routes"],
+                }
+            "#,
+        ),
+    ]);
+    let server = Server::dev(&project);
+    let counted = json(server.get("/nowhere"));
+    assert_eq!(
+        counted,
+        json!({"listed": 3, "methods": 6, "total_paths": 3, "total_handlers": 6, "total_routes": 6})
+    );
+    let page = docs_html(&server);
+    assert!(
+        page.contains("<dt>routes</dt><dd id=\"stat-paths\">3</dd>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<dt>handlers</dt><dd id=\"stat-total\">6</dd>"),
+        "{page}"
+    );
+    assert!(
+        server.log().contains("serving 3 routes (6 handlers)"),
+        "{}",
+        server.log()
+    );
+    drop(server);
+
+    let (code, stdout, stderr) = support::run(&["build", "--project", "."], project.path());
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains(": 3 routes (6 handlers)"), "{stdout}");
+    let (code, stdout, _) = support::run(&["status", "--project", "."], project.path());
+    assert_eq!(code, 0);
+    assert!(stdout.contains("3 files, 6 handlers"), "{stdout}");
+    let server = Server::run(&project, &[]);
+    assert!(
+        server.log().contains("serving 3 routes (6 handlers)"),
+        "{}",
+        server.log()
+    );
+    assert_eq!(json(server.get("/nowhere")), counted);
 }

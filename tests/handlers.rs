@@ -6,6 +6,62 @@ mod support;
 use serde_json::json;
 use support::{Project, Server, json};
 
+/// 204 and 304 have no body, so no content type: `HTTPException(204)` (issue 25), `None`,
+/// `(None, 304)`; a body returned with them is not sent.
+#[test]
+fn no_content_answers_carry_no_content_type_and_no_body() {
+    let project = Project::new(&[
+        (
+            "routes/raised/[code]/route.py",
+            r#"
+            from filerouter import HTTPException
+
+            def GET(request, code: int):
+                raise HTTPException(code, headers={"x-why": "raised"})
+            "#,
+        ),
+        (
+            "routes/none/route.py",
+            "def GET(request):\n    return None\n",
+        ),
+        (
+            "routes/unchanged/route.py",
+            "def GET(request):\n    return None, 304, {'etag': '\"v1\"'}\n",
+        ),
+        (
+            "routes/with-body/route.py",
+            "def GET(request):\n    return {'ignored': True}, 204\n",
+        ),
+    ]);
+    let server = Server::dev(&project);
+    for (path, status) in [
+        ("/raised/204", 204),
+        ("/raised/304", 304),
+        ("/none", 204),
+        ("/unchanged", 304),
+        ("/with-body", 204),
+    ] {
+        let response = server.get(path);
+        assert_eq!(response.status(), status, "{path}");
+        if path.starts_with("/raised") {
+            assert_eq!(response.headers()["x-why"], "raised", "{path}");
+        }
+        // A body returned with 204 keeps its content type, as in FastAPI; the body goes.
+        if path != "/with-body" {
+            assert!(
+                response.headers().get("content-type").is_none(),
+                "{path}: {:?}",
+                response.headers()
+            );
+        }
+        assert!(response.bytes().unwrap().is_empty(), "{path}");
+    }
+    // Other statuses keep FastAPI's JSON body.
+    let teapot = server.get("/raised/418");
+    assert_eq!(teapot.headers()["content-type"], "application/json");
+    assert_eq!(json(teapot), json!({"detail": "I'm a Teapot"}));
+}
+
 #[test]
 fn request_members() {
     let project = Project::new(&[(
@@ -415,4 +471,51 @@ fn query_params_and_forms_are_multi_dicts() {
         .unwrap();
     assert_eq!(posted.status(), 200);
     assert_eq!(json(posted), expected("FormData"));
+}
+
+#[test]
+fn the_status_module_names_fastapi_codes() {
+    let project = Project::new(&[(
+        "routes/items/route.py",
+        r#"
+        from typing import Literal
+
+        from filerouter import HTTPException, status
+        from filerouter.status import HTTP_202_ACCEPTED
+
+        def POST(request, name: str) -> tuple[dict[str, str], Literal[201]]:
+            if name == "taken":
+                raise HTTPException(status_code=status.HTTP_409_CONFLICT, detail="Item exists")
+            return {"name": name}, status.HTTP_201_CREATED
+
+        def PUT(request):
+            return {"accepted": True}, HTTP_202_ACCEPTED
+
+        def GET(request):
+            return {
+                "ok": status.HTTP_200_OK,
+                "no_content": status.HTTP_204_NO_CONTENT,
+                "unprocessable": status.HTTP_422_UNPROCESSABLE_ENTITY,
+                "unprocessable_new": status.HTTP_422_UNPROCESSABLE_CONTENT,
+                "teapot": status.HTTP_418_IM_A_TEAPOT,
+                "ws": status.WS_1008_POLICY_VIOLATION,
+            }
+        "#,
+    )]);
+    let server = Server::dev(&project);
+    let created = server.request("POST", "/items?name=pen").send().unwrap();
+    assert_eq!(created.status(), 201);
+    assert_eq!(json(created), json!({"name": "pen"}));
+    let conflict = server.request("POST", "/items?name=taken").send().unwrap();
+    assert_eq!(conflict.status(), 409);
+    assert_eq!(json(conflict), json!({"detail": "Item exists"}));
+    assert_eq!(
+        server.request("PUT", "/items").send().unwrap().status(),
+        202
+    );
+    assert_eq!(
+        json(server.get("/items")),
+        json!({"ok": 200, "no_content": 204, "unprocessable": 422, "unprocessable_new": 422,
+               "teapot": 418, "ws": 1008})
+    );
 }

@@ -305,6 +305,98 @@ fn trailing_slash_redirects_with_307_when_the_route_exists() {
     assert_eq!(server.get("//users").status(), 404);
 }
 
+/// Routes declared with `TRAILING_SLASH = True` (issue 25): the path with the slash is the
+/// canonical one, served, documented and kept by `build`; the one without redirects to it.
+#[test]
+fn trailing_slash_routes_redirect_to_the_path_with_the_slash() {
+    let project = Project::new(&[
+        (
+            "routes/products/route.py",
+            "TRAILING_SLASH = True\n\ndef GET(request):\n    return ['a', 'b']\n\ndef POST(request):\n    return {'made': True}, 201\n",
+        ),
+        (
+            "routes/products/[id]/route.py",
+            "TRAILING_SLASH = True\n\ndef GET(request, id: int):\n    return {'id': id}\n",
+        ),
+        (
+            "routes/shop/[[...slug]]/route.py",
+            "TRAILING_SLASH = True\n\ndef GET(request, slug: list):\n    return {'slug': slug}\n",
+        ),
+        ("routes/users/route.py", &echo("users", "")),
+        (
+            "routes/index.py",
+            "TRAILING_SLASH = True\n\ndef GET(request):\n    return {'root': True}\n",
+        ),
+        (
+            "routes/wrong/route.py",
+            "import json\n\nTRAILING_SLASH = 'yes'\n\ndef GET(request):\n    return {}\n",
+        ),
+    ]);
+    let check = |server: &Server| {
+        let redirect = |path: &str, method: &str| {
+            let response = server.request(method, path).send().unwrap();
+            assert_eq!(response.status(), 307, "{method} {path}");
+            response.headers()["location"].to_str().unwrap().to_string()
+        };
+        assert_eq!(redirect("/products", "GET"), "/products/");
+        assert_eq!(redirect("/products?page=2", "GET"), "/products/?page=2");
+        assert_eq!(redirect("/products", "POST"), "/products/");
+        assert_eq!(redirect("/products/7", "GET"), "/products/7/");
+        assert_eq!(redirect("/shop", "GET"), "/shop/");
+        assert_eq!(redirect("/shop/a/b", "GET"), "/shop/a/b/");
+        assert_eq!(json(server.get("/products/")), json!(["a", "b"]));
+        let posted = server.request("POST", "/products/").send().unwrap();
+        assert_eq!(posted.status(), 201);
+        assert_eq!(json(server.get("/products/7/")), json!({"id": 7}));
+        assert_eq!(json(server.get("/shop/")), json!({"slug": []}));
+        assert_eq!(json(server.get("/shop/a/b/")), json!({"slug": ["a", "b"]}));
+        assert_eq!(json(server.get("/")), json!({"root": true}));
+        // Routes without it keep FastAPI's default: the slash goes.
+        assert_eq!(redirect("/users/", "GET"), "/users");
+        assert_eq!(server.get("/products//").status(), 404);
+        // /docs and /openapi.json show the canonical paths.
+        let doc = json(server.get("/openapi.json"));
+        let paths: Vec<&String> = doc["paths"].as_object().unwrap().keys().collect();
+        for path in [
+            "/products/",
+            "/products/{id}/",
+            "/shop/",
+            "/shop/{slug}/",
+            "/users",
+        ] {
+            assert!(paths.iter().any(|p| *p == path), "{path} in {paths:?}");
+        }
+        for path in ["/products", "/products/{id}", "/shop", "/shop/{slug}"] {
+            assert!(!paths.iter().any(|p| *p == path), "{path} in {paths:?}");
+        }
+        let page = server.get("/docs").text().unwrap();
+        assert!(page.contains("data-path=\"/products/{id}/\""), "{page}");
+    };
+    let server = Server::dev(&project);
+    check(&server);
+    // Anything but True or False is a mistake, shown at its line.
+    let wrong = server.get("/wrong");
+    assert_eq!(wrong.status(), 500);
+    let error = json(wrong);
+    assert_eq!(error["error"]["file"], "routes/wrong/route.py", "{error}");
+    assert_eq!(error["error"]["line"], 3, "{error}");
+    assert!(
+        error["detail"]
+            .as_str()
+            .unwrap()
+            .contains("TRAILING_SLASH must be True or False"),
+        "{error}"
+    );
+    drop(server);
+
+    // `build` keeps the declaration: `run` redirects the same way.
+    project.remove("routes/wrong/route.py");
+    let (code, stdout, stderr) = support::run(&["build", "--project", "."], project.path());
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let server = Server::run(&project, &[]);
+    check(&server);
+}
+
 #[test]
 fn path_segments_are_percent_decoded_once() {
     let project = routing_project();

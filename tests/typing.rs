@@ -43,10 +43,12 @@ const WELL_TYPED: &str = r#"
     from typing import Annotated, Any
 
     from filerouter import (
-        Body, Cookie, Depends, Field, File, Form, Header, HTTPException, JSONResponse, Path,
-        Query, Request, Response, UploadFile, db, kv,
+        Body, Cookie, Depends, Field, File, Form, Header, HTTPBasic, HTTPBasicCredentials,
+        HTTPException, JSONResponse, OAuth2PasswordBearer, OAuth2PasswordRequestForm, Path, Query,
+        Request, Response, Security, SecurityScopes, UploadFile, db, kv, route,
     )
     from filerouter.plugins import PluginError
+    from filerouter.security import APIKeyQuery, HTTPAuthorizationCredentials, HTTPBearer
 
 
     class Database:
@@ -96,6 +98,30 @@ const WELL_TYPED: &str = r#"
                 "agent": user_agent, "session": session, "plugin_error": PluginError}
 
 
+    oauth2_scheme = OAuth2PasswordBearer(tokenUrl="token", scopes={"items:read": "Read items"})
+    basic = HTTPBasic(realm="shop")
+    bearer = HTTPBearer(auto_error=False)
+    api_key = APIKeyQuery(name="api_key")
+
+
+    def scoped(scopes: SecurityScopes, token: Annotated[str, Depends(oauth2_scheme)]) -> list[str]:
+        return [*scopes.scopes, token, scopes.scope_str]
+
+
+    @route(tags=["items"], summary="Read", responses={404: {"description": "Missing"}, "default": {}},
+           deprecated=True, operation_id="read_item", response_description="The item")
+    def GET(
+        request: Request,
+        form: Annotated[OAuth2PasswordRequestForm, Depends()],
+        creds: HTTPBasicCredentials = Depends(basic),
+        maybe: HTTPAuthorizationCredentials | None = Depends(bearer),
+        key: str = Depends(api_key),
+        needed: list[str] = Security(scoped, scopes=["items:read"]),
+    ) -> dict[str, Any]:
+        return {"user": form.username, "scopes": form.scopes, "basic": creds.password, "key": key,
+                "bearer": maybe.credentials if maybe else None, "needed": needed}
+
+
     async def PUT(request: Request, name: str = Form(min_length=1), upload: UploadFile = File()) -> Response:
         data: bytes = await upload.read()
         form = await request.form()
@@ -107,7 +133,7 @@ const WELL_TYPED: &str = r#"
 
 /// Mistakes a checker must report: `(line, what mypy says, what pyright says)` for each marked line.
 const BADLY_TYPED: &str = r#"
-    from filerouter import Query, Request
+    from filerouter import Query, Request, route
 
 
     def GET(request: Request, n: int = Query(3)) -> str:
@@ -116,6 +142,11 @@ const BADLY_TYPED: &str = r#"
 
     def DELETE(request: Request, n: int = Query(3, minimum=1)) -> int:  # mistake: option
         return n
+
+
+    @route(tag=["items"])  # mistake: route
+    def PATCH(request: Request) -> None:
+        return None
 "#;
 
 /// A `# mistake: NAME` line of [`BADLY_TYPED`], and what each checker says about it.
@@ -125,7 +156,7 @@ struct Mistake {
     pyright: &'static str,
 }
 
-const MISTAKES: [Mistake; 2] = [
+const MISTAKES: [Mistake; 3] = [
     Mistake {
         name: "return",
         mypy: "Incompatible return value type (got \"int\", expected \"str\")",
@@ -135,6 +166,12 @@ const MISTAKES: [Mistake; 2] = [
         name: "option",
         mypy: "Unexpected keyword argument \"minimum\" for \"Query\"",
         pyright: "No parameter named \"minimum\"",
+    },
+    // Why `@route(...)` rather than module-level names: a misspelled option is reported.
+    Mistake {
+        name: "route",
+        mypy: "Unexpected keyword argument \"tag\" for \"route\"",
+        pyright: "No parameter named \"tag\"",
     },
 ];
 

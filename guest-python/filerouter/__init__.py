@@ -13,11 +13,14 @@ Route files use it like FastAPI::
 
 # `passwords` also gives `hashlib` its `pbkdf2_hmac` and `scrypt`, and brings the sandbox's own
 # `bcrypt` and `argon2` packages into the snapshot.
-from . import db, kv, passwords, plugins
+from . import db, kv, passwords, plugins, security, status
+from .background import BackgroundTasks
 from .environment import env, settings
 from .exceptions import HTTPException
 from .forms import FormData, UploadFile
 from .markers import Body, Cookie, Field, File, Form, Header, Path, Query
+from .models import asdict, fields_set
+from .operation import route
 from .params import Depends
 from .requests import Headers, QueryParams, Request, State
 from .responses import (
@@ -27,8 +30,25 @@ from .responses import (
     RedirectResponse,
     Response,
 )
+from .security import (
+    APIKeyCookie,
+    APIKeyHeader,
+    APIKeyQuery,
+    HTTPAuthorizationCredentials,
+    HTTPBasic,
+    HTTPBasicCredentials,
+    HTTPBearer,
+    OAuth2PasswordBearer,
+    OAuth2PasswordRequestForm,
+    Security,
+    SecurityScopes,
+)
 
 __all__ = [
+    "APIKeyCookie",
+    "APIKeyHeader",
+    "APIKeyQuery",
+    "BackgroundTasks",
     "Body",
     "Cookie",
     "Depends",
@@ -37,10 +57,16 @@ __all__ = [
     "Form",
     "FormData",
     "Header",
-    "HTTPException",
     "Headers",
     "HTMLResponse",
+    "HTTPAuthorizationCredentials",
+    "HTTPBasic",
+    "HTTPBasicCredentials",
+    "HTTPBearer",
+    "HTTPException",
     "JSONResponse",
+    "OAuth2PasswordBearer",
+    "OAuth2PasswordRequestForm",
     "Path",
     "PlainTextResponse",
     "Query",
@@ -48,12 +74,19 @@ __all__ = [
     "RedirectResponse",
     "Request",
     "Response",
+    "Security",
+    "SecurityScopes",
     "State",
     "UploadFile",
+    "asdict",
     "db",
     "env",
+    "fields_set",
     "kv",
     "passwords",
     "plugins",
+    "route",
+    "security",
     "settings",
+    "status",
 ]

@@ -62,6 +62,23 @@ class ResponseSerializationError(ProjectCodeError, TypeError):
     """A handler returned something that cannot be sent as JSON."""
 
 
+class ResponseValidationError(ProjectCodeError, ValueError):
+    """A handler returned a value that does not fit its response model (its return annotation),
+    as FastAPI's `ResponseValidationError`: a 500, with `errors` (FastAPI's error items, `loc`
+    starting with `"response"`) in the server's log and the `dev` error page only."""
+
+    def __init__(
+        self,
+        message: str,
+        errors: list[dict[str, Any]],
+        filename: str | None = None,
+        lineno: int | None = None,
+        suggestions: Iterable[str] = (),
+    ) -> None:
+        super().__init__(message, filename=filename, lineno=lineno, suggestions=suggestions)
+        self.errors = errors
+
+
 class NoHandlerError(ProjectCodeError):
     """A route file that defines none of the handler functions."""
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import wit_text  # type: ignore[import-not-found]  # the guest's own module: only in the sandbox
 
-from . import validation
+from . import background, models, validation
 from .exceptions import HandlerSignatureError, HTTPException, RequestValidationError
 from .forms import UploadFile
 from .markers import Body, File, Form, Param, marker_of
@@ -127,8 +127,11 @@ def _body_shaped(hint: Any) -> bool:
 
 def type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
     """The function's resolved type hints (`Annotated` kept); unresolvable string annotations
-    stay as they are."""
+    stay as they are. A class's are its `__init__`'s (a class used as a dependency)."""
+    init = getattr(fn, "__init__", None) if isinstance(fn, type) else None
     try:
+        if inspect.isfunction(init):
+            return typing.get_type_hints(init, include_extras=True)
         return typing.get_type_hints(fn, include_extras=True)
     except Exception:
         return {
@@ -143,8 +146,8 @@ class Spec:
     """How one parameter of a function is bound."""
 
     name: str
-    # request, depends, auto (path if the route has it, else query), path, query, header,
-    # cookie, body, form
+    # request, background (the request's `BackgroundTasks`), depends, auto (path if the route
+    # has it, else query), path, query, header, cookie, body, form
     location: str
     hint: Any = _EMPTY
     alias: str = ""
@@ -155,6 +158,8 @@ class Spec:
     many: bool = False
     dependency: Callable[..., Any] | None = None
     use_cache: bool = True
+    # The OAuth2 scopes a `Security(..., scopes=[...])` dependency requires.
+    scopes: tuple[str, ...] = ()
 
     def default_value(self) -> Any:
         if self.marker is not None and self.marker.default_factory is not None:
@@ -173,6 +178,7 @@ class Dependency:
     def __init__(self, dependency: Callable[..., Any] | None = None, *, use_cache: bool = True) -> None:
         self.dependency = dependency
         self.use_cache = use_cache
+        self.scopes: tuple[str, ...] = ()  # `filerouter.security.Security` sets them
 
     def __repr__(self) -> str:
         name = getattr(self.dependency, "__name__", repr(self.dependency))
@@ -207,7 +213,9 @@ def _depends_of(param: inspect.Parameter, hint: Any, metadata: Sequence[Any]) ->
     if marker.dependency is not None:
         return marker
     if callable(hint) and hint is not _EMPTY:
-        return Dependency(hint, use_cache=marker.use_cache)
+        found = Dependency(hint, use_cache=marker.use_cache)
+        found.scopes = marker.scopes
+        return found
     raise HandlerSignatureError(f"Depends() on `{param.name}` names no dependency and has no type hint")
 
 
@@ -216,9 +224,16 @@ def _spec(param: inspect.Parameter, hints: dict[str, Any]) -> Spec:
     hint, metadata = split_annotated(full) if full is not _EMPTY else (_EMPTY, [])
     if param.name == "request" or (isinstance(hint, type) and issubclass(hint, Request)):
         return Spec(param.name, "request", hint)
+    if isinstance(hint, type) and issubclass(hint, background.BackgroundTasks):
+        return Spec(param.name, "background", hint)
+    if isinstance(hint, type) and getattr(hint, "__filerouter_security_scopes__", False):
+        return Spec(param.name, "security_scopes", hint)  # `filerouter.security.SecurityScopes`
     depends = _depends_of(param, hint, metadata)
     if depends is not None:
-        return Spec(param.name, "depends", hint, dependency=depends.dependency, use_cache=depends.use_cache)
+        return Spec(
+            param.name, "depends", hint, dependency=depends.dependency, use_cache=depends.use_cache,
+            scopes=depends.scopes,
+        )
     marker = marker_of(param, metadata)
     has_default = param.default is not _EMPTY and not isinstance(param.default, Param)
     if marker is not None:
@@ -286,9 +301,11 @@ def specs_of(fn: Callable[..., Any]) -> list[Spec]:
 
 
 def warm(fn: Callable[..., Any]) -> None:
-    """Compute the signatures of `fn` and of its dependencies now (at build time)."""
+    """Compute the signatures of `fn` and of its dependencies, and its response model, now (at
+    build time)."""
     _names_taken(fn, set())
     body_specs(fn)
+    models.warm(fn, signature_of(fn)[1])
 
 
 def wants_request(param: inspect.Parameter, hints: dict[str, Any]) -> bool:
@@ -472,9 +489,12 @@ class Resolver:
         self.embed = False
         self._body = _UNSET
 
-    async def kwargs(self, fn: Callable[..., Any], check: bool = False) -> dict[str, Any]:
+    async def kwargs(
+        self, fn: Callable[..., Any], check: bool = False, scopes: tuple[str, ...] = ()
+    ) -> dict[str, Any]:
         """Keyword arguments for calling `fn`: the request, path, query, header and cookie
-        parameters, the body, and the values of its dependencies.
+        parameters, the body, and the values of its dependencies. `scopes` are the OAuth2
+        scopes that `Security` declarations above `fn` require (its `SecurityScopes`).
 
         Raises `RequestValidationError` with every failure, in FastAPI's order.
         """
@@ -483,18 +503,22 @@ class Resolver:
             specs, self.embed, is_form = body_specs(fn)
             if specs and not is_form:
                 self._json_body()  # malformed JSON is the only error FastAPI reports
-        kwargs = {}
+        kwargs: dict[str, Any] = {}
         groups: dict[str, Errors] = {"depends": [], "path": [], "query": [], "header": [], "cookie": [], "body": []}
         bodies = []
         for spec in specs_of(fn):
             if spec.location == "request":
                 kwargs[spec.name] = self.request
+            elif spec.location == "background":
+                kwargs[spec.name] = background.current()
             elif spec.location == "depends":
                 try:
                     dependency = cast("Callable[..., Any]", spec.dependency)  # set for every `depends` spec
-                    kwargs[spec.name] = await self.solve(dependency, spec.use_cache)
+                    kwargs[spec.name] = await self.solve(dependency, spec.use_cache, _joined(scopes, spec.scopes))
                 except RequestValidationError as invalid:
                     groups["depends"] += invalid.errors
+            elif spec.location == "security_scopes":
+                kwargs[spec.name] = spec.hint(list(scopes))
             elif spec.location in ("body", "form"):
                 bodies.append(spec)
             else:
@@ -625,11 +649,12 @@ class Resolver:
         if value is not INVALID:
             kwargs[spec.name] = value
 
-    async def solve(self, dependency: Callable[..., Any], use_cache: bool = True) -> Any:
-        """The value of `dependency` for this request."""
-        if use_cache and dependency in self.cache:
-            return self.cache[dependency]
-        kwargs = await self.kwargs(dependency)
+    async def solve(self, dependency: Callable[..., Any], use_cache: bool = True, scopes: tuple[str, ...] = ()) -> Any:
+        """The value of `dependency` for this request (one per set of required scopes)."""
+        key: Any = (dependency, frozenset(scopes)) if scopes else dependency
+        if use_cache and key in self.cache:
+            return self.cache[key]
+        kwargs = await self.kwargs(dependency, scopes=scopes)
         if inspect.isasyncgenfunction(dependency):
             value = await self.stack.enter_async_context(contextlib.asynccontextmanager(dependency)(**kwargs))
         elif inspect.isgeneratorfunction(dependency):
@@ -639,8 +664,13 @@ class Resolver:
             if inspect.isawaitable(value):
                 value = await value
         if use_cache:
-            self.cache[dependency] = value
+            self.cache[key] = value
         return value
+
+
+def _joined(scopes: tuple[str, ...], more: tuple[str, ...]) -> tuple[str, ...]:
+    """`scopes` and then those of `more` it lacks."""
+    return scopes + tuple(s for s in more if s not in scopes) if more else scopes
 
 
 def _empty_upload(value: Any) -> bool:

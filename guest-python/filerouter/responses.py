@@ -14,6 +14,8 @@ from urllib.parse import quote
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping
 
+    from .background import BackgroundTask
+
 _T = TypeVar("_T")
 
 
@@ -88,7 +90,11 @@ class MutableHeaders:
 
 
 class Response:
-    """A response with a body of bytes or text, a status code, headers and a media type."""
+    """A response with a body of bytes or text, a status code, headers and a media type.
+
+    `background` (a `BackgroundTask` or `BackgroundTasks`) runs after the response is sent, as
+    in Starlette (see `filerouter.background`).
+    """
 
     media_type: str | None = None
     charset = "utf-8"
@@ -101,8 +107,10 @@ class Response:
         status_code: int = 200,
         headers: dict[str, str] | None = None,
         media_type: str | None = None,
+        background: BackgroundTask | None = None,
     ) -> None:
         self.status_code = status_code
+        self.background = background
         if media_type is not None:
             self.media_type = media_type
         self.body = self.render(content)
@@ -175,8 +183,14 @@ class JSONResponse(Response):
 class RedirectResponse(Response):
     """A redirect (307 by default, like FastAPI) to `url`."""
 
-    def __init__(self, url: object, status_code: int = 307, headers: dict[str, str] | None = None) -> None:
-        super().__init__(content=b"", status_code=status_code, headers=headers)
+    def __init__(
+        self,
+        url: object,
+        status_code: int = 307,
+        headers: dict[str, str] | None = None,
+        background: BackgroundTask | None = None,
+    ) -> None:
+        super().__init__(content=b"", status_code=status_code, headers=headers, background=background)
         self.headers["location"] = quote(str(url), safe=":/%#?=@[]!$&'()*+,;")
 
 

@@ -86,13 +86,25 @@ def expected_text(choices: Sequence[Any]) -> str:
     return ", ".join(quoted[:-1]) + " or " + quoted[-1]
 
 
+# A TypedDict key's qualifiers, which `get_type_hints(include_extras=True)` keeps around its type.
+_QUALIFIERS = tuple(
+    getattr(typing, name) for name in ("Required", "NotRequired", "ReadOnly") if hasattr(typing, name)
+)
+
+
 def split_annotated(hint: Any) -> tuple[Any, list[Any]]:
-    """(the bare hint, its `Annotated` metadata)."""
+    """(the bare hint, its `Annotated` metadata); a TypedDict key's `NotRequired[...]`,
+    `Required[...]` and `ReadOnly[...]` are taken off too."""
     metadata: list[Any] = []
-    while typing.get_origin(hint) is typing.Annotated:
-        metadata = list(hint.__metadata__) + metadata
-        hint = hint.__origin__
-    return hint, metadata
+    while True:
+        origin = typing.get_origin(hint)
+        if origin is typing.Annotated:
+            metadata = list(hint.__metadata__) + metadata
+            hint = hint.__origin__
+        elif origin in _QUALIFIERS:
+            hint = typing.get_args(hint)[0]
+        else:
+            return hint, metadata
 
 
 def constraints_in(metadata: Sequence[Any]) -> Constraints | None:
@@ -638,11 +650,32 @@ def _dataclass(cls: Any, value: Any, loc: Sequence[Any], errors: Errors) -> Any:
     if failed:
         return INVALID
     try:
-        return cls(**kwargs)
+        made = cls(**kwargs)
     except (ValueError, AssertionError) as exc:
         kind = "assertion_error" if isinstance(exc, AssertionError) else "value_error"
         label = "Assertion failed" if isinstance(exc, AssertionError) else "Value error"
         return error(errors, kind, loc, f"{label}, {exc}", value, {"error": str(exc)})
+    record_fields_set(made, kwargs)
+    return made
+
+
+# id(instance) -> (instance, the names of the fields its input gave), for `fields_set`: every
+# dataclass made from a request's input. Kept per module, which is per request (every request
+# runs in a fresh instance); the instance is held so that its id stays its own.
+_FIELDS_SET: dict[int, tuple[Any, frozenset[str]]] = {}
+
+
+def record_fields_set(instance: Any, given: Any) -> None:
+    """Remember that `instance` was made from input that set the fields named in `given`."""
+    _FIELDS_SET[id(instance)] = (instance, frozenset(given))
+
+
+def recorded_fields_set(instance: Any) -> frozenset[str] | None:
+    """The fields the input of `instance` set, if validation made it; else None."""
+    found = _FIELDS_SET.get(id(instance))
+    if found is None or found[0] is not instance:
+        return None
+    return found[1]
 
 
 def _typeddict(cls: Any, value: Any, loc: Sequence[Any], errors: Errors) -> Any:

@@ -21,18 +21,19 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
 use crate::{
-    router::{self, Body},
+    response::{self, Body},
     server,
     tenants::{Tenants, metrics::Exposition},
     write_timeout::WriteTimeout,
 };
 
 /// Connections the admin port holds open at once (fewer with a low open-file limit: see
-/// [`server::FileBudget`]). Past it, new connections **wait** in the kernel's backlog until one
-/// closes, as on the public port, rather than being accepted and closed at once: waiting
-/// holds none of the process's descriptors, an idle connection frees its slot within
-/// [`HEADER_TIMEOUT`], and a scraper's request is then answered instead of refused.
-pub const MAX_CONNECTIONS: usize = 64;
+/// [`server::FileBudget`], which shares the process's descriptors out and so owns the number,
+/// [`server::ADMIN_MAX_CONNECTIONS`]). Past it, new connections **wait** in the kernel's
+/// backlog until one closes, as on the public port, rather than being accepted and closed at
+/// once: waiting holds none of the process's descriptors, an idle connection frees its slot
+/// within [`HEADER_TIMEOUT`], and a scraper's request is then answered instead of refused.
+pub const MAX_CONNECTIONS: usize = server::ADMIN_MAX_CONNECTIONS;
 
 /// Time to send a whole request head on the admin port; also how long an idle keep-alive
 /// connection (or one that never sends a byte) stays open. A scraper sends its request at once.
@@ -89,7 +90,7 @@ async fn respond(
     _peer: SocketAddr,
 ) -> Response<Body> {
     if !matches!(*request.method(), Method::GET | Method::HEAD) {
-        return router::json(
+        return response::json(
             StatusCode::METHOD_NOT_ALLOWED,
             r#"{"detail":"Method Not Allowed"}"#,
         );
@@ -100,7 +101,7 @@ async fn respond(
                 .await
                 .ok()
                 .flatten();
-            let mut response = Response::new(router::full(metrics(tenants, rss)));
+            let mut response = Response::new(response::full(metrics(tenants, rss)));
             response.headers_mut().insert(
                 header::CONTENT_TYPE,
                 header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
@@ -121,9 +122,9 @@ async fn respond(
                 "loaded": loaded,
                 "refused": refused,
             });
-            router::json(StatusCode::OK, body.to_string())
+            response::json(StatusCode::OK, body.to_string())
         }
-        _ => router::json(StatusCode::NOT_FOUND, r#"{"detail":"Not Found"}"#),
+        _ => response::json(StatusCode::NOT_FOUND, r#"{"detail":"Not Found"}"#),
     }
 }
 

@@ -1,7 +1,8 @@
 //! The running application: the current project, the sandbox that serves it, and the mode.
 //!
 //! The project is swapped atomically when `dev` reloads it; a request keeps the snapshot it
-//! started with.
+//! started with. Not here: answering requests (`crate::router` reads an [`App`]; nothing here
+//! imports the router) and watching files (`crate::reload` replaces the project).
 
 use std::{
     path::PathBuf,
@@ -16,25 +17,11 @@ use arc_swap::ArcSwap;
 use crate::{
     catalog::{Catalog, ProjectInfo},
     config::Settings,
+    error_page::Failure,
+    mode::Mode,
     project::Project,
     sandbox::Sandbox,
 };
-
-/// Development shows detailed error pages; production reveals nothing about the code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    Development,
-    Production,
-}
-
-impl Mode {
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Development => "development",
-            Mode::Production => "production",
-        }
-    }
-}
 
 /// What a request needs from the server: the loaded project and the sandbox to run it in.
 pub struct Loaded {
@@ -43,7 +30,7 @@ pub struct Loaded {
     /// The settings in effect (the last good ones while `config.py` is broken).
     pub settings: Settings,
     /// A broken `config.py` (while `dev` runs): every request shows it until it is fixed.
-    pub config_error: Option<crate::error_page::Failure>,
+    pub config_error: Option<Failure>,
     /// The project's API, for `/docs`, `/openapi.json`, `docs.py` and `not-found.py`.
     pub catalog: Catalog,
     /// `catalog` as the JSON a page handler's `context` reads.
@@ -55,7 +42,7 @@ impl Loaded {
         project: Project,
         sandbox: Sandbox,
         settings: Settings,
-        config_error: Option<crate::error_page::Failure>,
+        config_error: Option<Failure>,
     ) -> Loaded {
         let catalog = Catalog::of(&project, ProjectInfo::from_settings(&settings));
         let context = serde_json::to_string(&catalog).unwrap_or_else(|_| "{}".into());

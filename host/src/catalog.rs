@@ -63,7 +63,7 @@ pub struct PathParam {
 }
 
 /// One handler (one path and method).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Operation {
     pub method: String,
     pub summary: Option<String>,
@@ -81,6 +81,24 @@ pub struct Operation {
     pub response: Option<serde_json::Value>,
     /// Named schemas the body and response refer to (`#/components/schemas/<name>`).
     pub schemas: serde_json::Map<String, serde_json::Value>,
+    /// `@route(tags=[...])`: the groups it is listed under; empty: its path's first segment.
+    pub tags: Vec<String>,
+    /// `@route(deprecated=True)`.
+    pub deprecated: bool,
+    /// `@route(operation_id=...)`: its `operationId`, instead of the generated one.
+    pub operation_id: Option<String>,
+    /// `@route(response_description=...)`: the success response's description.
+    pub response_description: Option<String>,
+    /// `@route(responses={...})`: more OpenAPI Response Objects, by status (`"404"`, `"4XX"`,
+    /// `"default"`).
+    pub responses: serde_json::Map<String, serde_json::Value>,
+    /// The OpenAPI `security` of the operation: one requirement object (`{"OAuth2PasswordBearer":
+    /// ["scope"]}`) per security scheme it depends on (`filerouter.security`).
+    pub security: Vec<serde_json::Value>,
+    /// Those schemes' OpenAPI Security Scheme Objects, by name.
+    pub security_schemes: serde_json::Map<String, serde_json::Value>,
+    /// Whether one of its schemes answers 401 when credentials are missing (`auto_error`).
+    pub challenges: bool,
 }
 
 /// A query, header or cookie parameter of a handler.
@@ -101,22 +119,31 @@ pub struct QueryParam {
     pub schema: Option<serde_json::Value>,
 }
 
-/// Handler counts (one per path and method), as DECISIONS.md defines them.
+/// What the API holds. `total_routes`, `static_routes`, `dynamic_routes` and `methods` count
+/// handlers (one per path and method), as DECISIONS.md defines them; `total_handlers` is
+/// `total_routes` under a name that says so, and `total_paths` counts the routes as
+/// `get_routes()` lists them (one per route file that imports).
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct Statistics {
     pub total_routes: usize,
     pub static_routes: usize,
     pub dynamic_routes: usize,
     pub methods: BTreeMap<String, usize>,
+    pub total_handlers: usize,
+    pub total_paths: usize,
 }
 
 impl Statistics {
     /// The counts for `routes`.
     pub fn of(routes: &[RouteEntry]) -> Statistics {
-        let mut statistics = Statistics::default();
+        let mut statistics = Statistics {
+            total_paths: routes.len(),
+            ..Statistics::default()
+        };
         for route in routes {
             for method in &route.methods {
                 statistics.total_routes += 1;
+                statistics.total_handlers += 1;
                 if route.dynamic {
                     statistics.dynamic_routes += 1;
                 } else {
@@ -136,6 +163,10 @@ pub struct ProjectInfo {
     pub description: Option<String>,
     pub version: String,
     pub app_name: Option<String>,
+    /// `openapi_tags` from config.py: `{"name", "description", "externalDocs"}` objects, in
+    /// the order `/docs` and `/openapi.json` list their groups.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<serde_json::Value>,
 }
 
 impl ProjectInfo {
@@ -153,6 +184,7 @@ impl ProjectInfo {
                 .clone()
                 .unwrap_or_else(|| "0.1.0".to_string()),
             app_name: settings.app_name.clone(),
+            tags: settings.openapi_tags.clone().unwrap_or_default(),
         }
     }
 }
@@ -165,7 +197,10 @@ impl Catalog {
             .iter()
             .filter_map(|route| {
                 let handlers = route.handlers.as_ref().ok()?;
-                Some(entry(&route.pattern, &route.file, handlers))
+                let mut found = entry(&route.pattern, &route.file, handlers);
+                // `/products/` for a route declared with `TRAILING_SLASH = True`.
+                found.path = route.path();
+                Some(found)
             })
             .collect();
         routes.sort_by(|a, b| a.path.cmp(&b.path));
@@ -270,10 +305,58 @@ fn entry(pattern: &Pattern, file: &str, handlers: &[HandlerInfo]) -> RouteEntry 
                         .and_then(|v| v.as_object())
                         .cloned()
                         .unwrap_or_default(),
+                    ..declared(&openapi)
                 }
             })
             .collect(),
         path_params,
+    }
+}
+
+/// What `@route(...)` and the security dependencies add to an operation (the guest's
+/// `operation`, `security`, `security_schemes` and `challenges`); the rest left empty.
+fn declared(openapi: &serde_json::Value) -> Operation {
+    let declared = openapi.get("operation").filter(|v| v.is_object());
+    let text = |key: &str| {
+        declared
+            .and_then(|d| d.get(key))
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+    };
+    let object = |value: Option<&serde_json::Value>| {
+        value
+            .and_then(|v| v.as_object())
+            .cloned()
+            .unwrap_or_default()
+    };
+    Operation {
+        tags: declared
+            .and_then(|d| d.get("tags"))
+            .and_then(|v| v.as_array())
+            .map(|tags| {
+                tags.iter()
+                    .filter_map(|t| t.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        deprecated: declared
+            .and_then(|d| d.get("deprecated"))
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false),
+        operation_id: text("operation_id").filter(|id| !id.is_empty()),
+        response_description: text("response_description"),
+        responses: object(declared.and_then(|d| d.get("responses"))),
+        security: openapi
+            .get("security")
+            .and_then(|v| v.as_array())
+            .cloned()
+            .unwrap_or_default(),
+        security_schemes: object(openapi.get("security_schemes")),
+        challenges: openapi
+            .get("challenges")
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false),
+        ..Operation::default()
     }
 }
 

@@ -39,6 +39,9 @@ pub struct Settings {
     /// The project's own settings (`settings = {...}`: `filerouter.settings` in route code).
     #[serde(rename = "settings")]
     pub project: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Descriptions and order of the OpenAPI tags (`openapi_tags = [{"name": ..., "description":
+    /// ...}]`, FastAPI's `FastAPI(openapi_tags=...)`), for `/docs` and `/openapi.json`.
+    pub openapi_tags: Option<Vec<serde_json::Value>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]

@@ -28,9 +28,9 @@ use syntect::{
 };
 
 use crate::{
-    app::Mode,
     config::ConfigError,
-    router::{Body, json as json_response},
+    mode::Mode,
+    response::{Body, full, json as json_response},
     routes::scan::ScanError,
     sandbox::ProjectError,
 };
@@ -428,7 +428,7 @@ fn html_page(
          <title>{} - filerouter</title><style>{STYLE}</style></head><body><main>{page}</main></body></html>",
         esc(&failure.kind)
     );
-    let mut response = Response::new(crate::router::full(document));
+    let mut response = Response::new(full(document));
     *response.status_mut() = failure.status;
     response.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -7,8 +7,9 @@
 //! docs, [`public`] static files, 404) → [`sandbox`] (a fresh guest instance runs
 //! `middleware.py` around the handler, after [`request_body`] read the body within its
 //! bounds) → back through [`router`], whose answer [`response_body`] bounds in memory and
-//! [`write_timeout`] in time. [`regular_file`] reads every file a project holds
-//! without trusting its kind or size. [`routes`] turns the
+//! [`write_timeout`] in time. These import one way: each builds its answers from [`response`],
+//! none imports a module that imports it back; [`mode`] is development or production.
+//! [`regular_file`] reads every file a project holds without trusting its kind or size. [`routes`] turns the
 //! `routes/` folder into a route table; [`project`] asks the guest what each route file
 //! defines; [`catalog`] describes the API for [`docs`]; [`data`] is the state that outlives a
 //! request ([`db`], the project's SQL database, and [`kv`], its key-value store); [`plugins`] are the project's own WebAssembly components that route code calls;
@@ -34,6 +35,7 @@ pub mod error_page;
 pub mod http_checks;
 pub mod kv;
 pub mod logging;
+pub mod mode;
 pub mod packages;
 pub mod passwords;
 pub mod plugins;
@@ -43,6 +45,7 @@ pub mod read_only_files;
 pub mod regular_file;
 pub mod reload;
 pub mod request_body;
+pub mod response;
 pub mod response_body;
 pub mod router;
 pub mod routes;
@@ -50,5 +53,6 @@ pub mod sandbox;
 pub mod scheduler;
 pub mod server;
 pub mod site;
+pub mod startup;
 pub mod tenants;
 pub mod write_timeout;

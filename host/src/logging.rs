@@ -6,7 +6,7 @@ use std::io::IsTerminal;
 
 use tracing_subscriber::EnvFilter;
 
-use crate::app::Mode;
+use crate::mode::Mode;
 
 /// Install the global subscriber. `level` is a `tracing` filter such as `info` or `warn`.
 /// Python's level names (`WARNING`, `CRITICAL`, any case) are accepted too.

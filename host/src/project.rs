@@ -1,14 +1,19 @@
 //! A project as it is served: the route table, what each route file offers, scan errors.
 //!
 //! [`Project::load`] scans `routes/` (names only) and asks the guest to inspect every route
-//! file, in fresh sandbox instances, to learn which HTTP methods it defines. A file that fails
-//! to import affects only its own routes. When reloading, files whose size and modification
-//! time did not change keep their earlier inspection.
+//! file, in fresh sandbox instances, to learn which HTTP methods it defines, whether its path
+//! ends with `/` (`TRAILING_SLASH = True`) and which project files its import loaded (helpers
+//! under `routes/_lib/`, say). A file that fails to import affects only its own routes. When
+//! reloading, a route keeps its earlier inspection only if it succeeded and neither the route
+//! file nor any file its import loaded changed size or modification time since; a route that
+//! failed is inspected again at every reload, so it recovers whatever the fix was (a helper
+//! repaired, a missing module created). Not here: watching files (`crate::reload`) and
+//! matching request paths (`crate::routes`).
 
 use std::{
     collections::HashMap,
     path::{Path, PathBuf},
-    time::SystemTime,
+    time::{Duration, SystemTime},
 };
 
 use tokio::task::JoinSet;
@@ -27,6 +32,18 @@ use crate::{
 /// The methods a route file serves, or why it serves none.
 pub type Handlers = Result<Vec<HandlerInfo>, ProjectError>;
 
+/// A file's modification time and size: what tells an edit.
+type Stamp = (SystemTime, u64);
+
+/// The most project files one route's import is remembered to have loaded; a route that
+/// loaded more is inspected again at every reload.
+const MAX_IMPORTS: usize = 4096;
+
+/// How recent a modification may be, relative to the start of an inspection, for its stamp
+/// to be trusted: a file written while the guest imported it (or within the file system's
+/// timestamp granularity of that) may have been read before the write.
+const SETTLE: Duration = Duration::from_secs(1);
+
 /// One route: a route file and what the guest found in it.
 #[derive(Debug, Clone)]
 pub struct Route {
@@ -34,10 +51,40 @@ pub struct Route {
     pub file: String,
     pub pattern: Pattern,
     pub handlers: Handlers,
-    stamp: Option<(SystemTime, u64)>,
+    /// Whether the route file sets `TRAILING_SLASH = True`: its canonical path ends with `/`.
+    pub trailing_slash: bool,
+    stamp: Option<Stamp>,
+    /// The other project files its import loaded, with their stamps when it was inspected.
+    imports: Vec<Import>,
+}
+
+/// A project file a route's import loaded.
+#[derive(Debug, Clone, PartialEq)]
+struct Import {
+    /// Relative to the project root (`routes/_lib/db.py`).
+    file: String,
+    /// `None` when unknown or too recent to trust: the route is then inspected again.
+    stamp: Option<Stamp>,
 }
 
 impl Route {
+    /// The route's path as clients, `/docs` and `/openapi.json` see it: `/users/{id}`, or
+    /// `/users/{id}/` for a route that sets `TRAILING_SLASH = True`.
+    pub fn path(&self) -> String {
+        self.pattern.path(self.trailing_slash)
+    }
+
+    /// Whether the inspection made earlier still holds for a route file now stamped `stamp`
+    /// in the project at `root`: it succeeded, and neither the file nor its imports changed.
+    fn still_holds(&self, stamp: Option<Stamp>, root: &Path) -> bool {
+        self.handlers.is_ok()
+            && stamp.is_some()
+            && self.stamp == stamp
+            && self.imports.iter().all(|import| {
+                import.stamp.is_some() && stamp_of(&root.join(&import.file)) == import.stamp
+            })
+    }
+
     /// Whether the route file defines a handler named `method`.
     pub fn handler(&self, method: &str) -> Option<&HandlerInfo> {
         self.handlers
@@ -65,7 +112,8 @@ impl Route {
     }
 }
 
-/// The project's optional root Python files: `middleware.py`, `docs.py`, `not-found.py`.
+/// The project's optional root Python files: `middleware.py`, `docs.py`, `not-found.py`,
+/// `startup.py` (the start-up hook, `crate::startup`).
 ///
 /// The sandbox sees no root files: in development the host reads them and passes their source
 /// with each call; in production they were baked into the guest and only their names are kept.
@@ -77,7 +125,7 @@ pub struct RootFiles {
 
 impl RootFiles {
     /// The names of the root files a project may have.
-    pub const NAMES: [&'static str; 3] = ["middleware.py", "docs.py", "not-found.py"];
+    pub const NAMES: [&'static str; 4] = ["middleware.py", "docs.py", "not-found.py", "startup.py"];
 
     /// Read the root files of the project at `root` (blocking: call it off the async threads).
     /// A file that cannot be read (not UTF-8 text, too large, a FIFO) is passed on as a source
@@ -141,7 +189,8 @@ impl Project {
         root.join("routes")
     }
 
-    /// Scan and inspect the project at `root`, reusing `previous`'s inspections of unchanged files.
+    /// Scan and inspect the project at `root`, reusing `previous`'s inspections of routes
+    /// whose files (and the files they imported) did not change.
     pub async fn load(root: &Path, sandbox: &Sandbox, previous: Option<&Project>) -> Project {
         let routes_dir = Self::routes_dir(root);
         // The scan and the root files touch the file system: off the async threads.
@@ -168,10 +217,9 @@ impl Project {
         let mut routes: Vec<Option<Route>> = vec![None; scan.routes.len()];
         let mut inspections = JoinSet::new();
         for (index, found) in scan.routes.iter().enumerate() {
-            let stamp = stamp(&routes_dir.join(&found.file));
+            let stamp = stamp_of(&routes_dir.join(&found.file));
             if let Some(old) = known.get(found.file.as_str())
-                && stamp.is_some()
-                && old.stamp == stamp
+                && old.still_holds(stamp, root)
             {
                 routes[index] = Some(Route {
                     pattern: found.pattern.clone(),
@@ -180,13 +228,19 @@ impl Project {
                 continue;
             }
             let sandbox = sandbox.clone();
+            let root = root.to_path_buf();
             let file = found.file.clone();
             let pattern = found.pattern.clone();
             inspections.spawn(async move {
-                let handlers = match sandbox.inspect_route(&file).await {
-                    Ok(handlers) => Ok(handlers),
-                    Err(SandboxError::Project(error)) => Err(*error),
-                    Err(other) => Err(sandbox_failure(&file, other)),
+                let started = SystemTime::now();
+                let (handlers, trailing_slash, imports) = match sandbox.inspect_route(&file).await {
+                    Ok(inspection) => (
+                        inspection.handlers,
+                        inspection.trailing_slash,
+                        imports(&root, &file, inspection.imports, started),
+                    ),
+                    Err(SandboxError::Project(error)) => (Err(*error), false, Vec::new()),
+                    Err(other) => (Err(sandbox_failure(&file, other)), false, Vec::new()),
                 };
                 (
                     index,
@@ -194,7 +248,9 @@ impl Project {
                         file,
                         pattern,
                         handlers,
+                        trailing_slash,
                         stamp,
+                        imports,
                     },
                 )
             });
@@ -213,7 +269,9 @@ impl Project {
                     file: found.file.clone(),
                     pattern: found.pattern.clone(),
                     handlers: Err(sandbox_failure(&found.file, "inspection did not finish")),
+                    trailing_slash: false,
                     stamp: None,
+                    imports: Vec::new(),
                 })
             })
             .collect();
@@ -243,7 +301,9 @@ impl Project {
                 file: r.file.clone(),
                 pattern: r.pattern.clone(),
                 handlers: Ok(r.handlers.clone()),
+                trailing_slash: r.trailing_slash,
                 stamp: None,
+                imports: Vec::new(),
             })
             .collect();
         Project {
@@ -255,9 +315,40 @@ impl Project {
     }
 }
 
-fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
+fn stamp_of(path: &Path) -> Option<Stamp> {
     let meta = std::fs::metadata(path).ok()?;
     Some((meta.modified().ok()?, meta.len()))
+}
+
+/// The files the guest says route `file`'s import loaded, stamped now. Only paths inside
+/// `routes/` are kept (the guest's list is only ever stat-ed, never opened); a file modified
+/// around or after `started` gets no stamp, so the route is inspected again next time.
+fn imports(root: &Path, file: &str, reported: Vec<String>, started: SystemTime) -> Vec<Import> {
+    let own = format!("routes/{file}");
+    let inside = |path: &str| {
+        path.strip_prefix("routes/").is_some_and(|rest| {
+            rest.split('/')
+                .all(|part| !part.is_empty() && part != "." && part != "..")
+        }) && !path.contains('\0')
+    };
+    let mut kept: Vec<Import> = reported
+        .into_iter()
+        .filter(|path| inside(path) && *path != own)
+        .take(MAX_IMPORTS)
+        .map(|path| {
+            let stamp =
+                stamp_of(&root.join(&path)).filter(|(modified, _)| *modified + SETTLE < started);
+            Import { file: path, stamp }
+        })
+        .collect();
+    if kept.len() == MAX_IMPORTS {
+        // Possibly more than remembered: never trust the inspection for long.
+        kept.push(Import {
+            file: own,
+            stamp: None,
+        });
+    }
+    kept
 }
 
 /// A project error for a route file that the sandbox could not inspect at all.
@@ -270,5 +361,45 @@ fn sandbox_failure(file: &str, reason: impl std::fmt::Display) -> ProjectError {
         frames: Vec::new(),
         traceback: String::new(),
         suggestions: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_files_inside_routes_are_kept_and_recent_ones_are_not_trusted() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("routes/_lib")).unwrap();
+        std::fs::write(root.join("routes/_lib/old.py"), "").unwrap();
+        std::fs::write(root.join("routes/_lib/new.py"), "").unwrap();
+        let old = std::fs::File::options()
+            .write(true)
+            .open(root.join("routes/_lib/old.py"))
+            .unwrap();
+        old.set_modified(SystemTime::now() - Duration::from_secs(60))
+            .unwrap();
+        let reported = [
+            "routes/_lib/old.py",
+            "routes/_lib/new.py",
+            "routes/a/route.py",
+            "routes/../config.py",
+            "/etc/passwd",
+            "config.py",
+            "routes//x.py",
+        ]
+        .map(String::from)
+        .to_vec();
+        let kept = imports(root, "a/route.py", reported, SystemTime::now());
+        let files: Vec<(&str, bool)> = kept
+            .iter()
+            .map(|i| (i.file.as_str(), i.stamp.is_some()))
+            .collect();
+        assert_eq!(
+            files,
+            [("routes/_lib/old.py", true), ("routes/_lib/new.py", false)]
+        );
     }
 }

@@ -26,7 +26,7 @@ use hyper::{
 use percent_encoding::percent_decode_str;
 use tokio_util::io::ReaderStream;
 
-use crate::router::{Body, empty_body};
+use crate::response::{Body, empty_body};
 
 /// How much of a file is read at a time while streaming it.
 const CHUNK: usize = 64 * 1024;

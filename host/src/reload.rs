@@ -1,7 +1,8 @@
 //! Hot reload for `filerouter dev`: watch the project folder and rebuild the project on change.
 //!
 //! File events are debounced briefly, then the project is rescanned; only route files whose
-//! size or modification time changed are inspected again. An edit of `config.py` is evaluated
+//! size or modification time changed, or that of a project file their import loaded (a helper
+//! under `routes/_lib/`), and route files that failed, are inspected again (`crate::project`). An edit of `config.py` is evaluated
 //! again; a broken one keeps the last good settings and reports the error. A changed plugin
 //! (a `.wasm` or `.wit` file, or its entry in `config.py`) is loaded and checked again; a
 //! broken one keeps the last good plugins and shows the error on every request until fixed.
@@ -249,6 +250,17 @@ async fn reload(app: &App, changed: Changed) -> bool {
     }
     let project = Project::load(&app.root, &sandbox, Some(&current.project)).await;
     report(&current.project, &project);
+    // The start-up hook (startup.py) runs after every reload; while it fails, every request
+    // shows why, until a reload where it succeeds (other errors shown first are kept).
+    if config_error
+        .as_ref()
+        .is_some_and(|f| f.kind == crate::startup::STARTUP_ERROR)
+    {
+        config_error = None;
+    }
+    if config_error.is_none() {
+        config_error = crate::startup::failure(&sandbox, &project.root_files).await;
+    }
     app.replace(Loaded::new(project, sandbox, settings, config_error));
     plugins_broken
 }

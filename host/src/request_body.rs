@@ -19,8 +19,8 @@ use hyper::{
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::{
+    response::{Body, json},
     response_body::ResponseBudget,
-    router::{Body, json},
 };
 
 /// The bytes of bodies the server holds at once: request bodies across all requests (here),

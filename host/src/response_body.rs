@@ -45,7 +45,7 @@ use hyper::{
     header::{self, HeaderValue},
 };
 
-use crate::router::{Body, json};
+use crate::response::{Body, json};
 
 /// The default of `server["max_buffered_response_bytes"]`: as much as request bodies.
 pub const DEFAULT_MAX_BUFFERED_RESPONSE_BYTES: u64 = 256 * 1024 * 1024;

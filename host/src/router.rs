@@ -1,8 +1,10 @@
 //! From an HTTP request to a response: the steps between the socket and the guest.
 //!
-//! In order: scan and config errors (500), trailing-slash redirect (307), route lookup and
-//! method selection with automatic HEAD and OPTIONS (405 with `Allow`); when no route matches,
-//! `/docs` and `/openapi.json`, then a static file from `public/`, then 404 (or `not-found.py`).
+//! In order: scan and config errors (500), trailing-slash redirect (307: `/users/` to `/users`,
+//! or `/products` to `/products/` for a route declared with `TRAILING_SLASH = True`), route
+//! lookup and method selection with automatic HEAD and OPTIONS (405 with `Allow`); when no
+//! route matches, `/docs` and `/openapi.json`, then a static file from `public/`, then 404
+//! (or `not-found.py`).
 //! That decides a [`Target`]. A route handler or page handler runs in a fresh sandbox instance,
 //! inside `middleware.py` when the project has one. What the host answers itself (redirect,
 //! 405, static file, docs, 404) goes straight out without middleware, or, with middleware, is
@@ -12,7 +14,16 @@
 //! response body is charged to the server's [`response_body`] budget until it is written: 503
 //! with `Retry-After` when it does not fit now, 500 naming the setting when it never could.
 //!
+//! The request path imports one way: the router uses the modules it calls ([`app`],
+//! [`error_page`], [`public`], [`request_body`], [`response_body`]), which build their answers
+//! from [`response`] and never import the router back. Not here: the socket and HTTP framing
+//! (`crate::server`), choosing a tenant (`crate::site`), what the guest does with a request.
+//!
+//! [`app`]: crate::app
+//! [`error_page`]: crate::error_page
+//! [`public`]: crate::public
 //! [`request_body`]: crate::request_body
+//! [`response`]: crate::response
 //! [`response_body`]: crate::response_body
 
 use std::{
@@ -21,8 +32,7 @@ use std::{
     time::Duration,
 };
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full, combinators::BoxBody};
+use http_body_util::BodyExt;
 use hyper::{
     HeaderMap, Method, Request, Response, StatusCode,
     body::Incoming,
@@ -31,10 +41,12 @@ use hyper::{
 };
 
 use crate::{
-    app::{App, Loaded, Mode},
+    app::{App, Loaded},
     error_page::{self, Failure, RequestInfo},
+    mode::Mode,
     public,
     request_body::{self, BodyBudget},
+    response::{Body, full, json, redirect, status_only, with_allow},
     response_body::{ResponseBudget, ResponseError},
     routes::table::Captured,
     sandbox::{
@@ -43,22 +55,6 @@ use crate::{
     },
     scheduler::Limit,
 };
-
-/// The response body type of the server: whole bodies, a guest's body charged to the response
-/// budget (`crate::response_body`), or a static file streamed from disk.
-pub type Body = BoxBody<Bytes, std::io::Error>;
-
-/// A body of `bytes`.
-pub fn full(bytes: impl Into<Bytes>) -> Body {
-    Full::new(bytes.into())
-        .map_err(|never| match never {})
-        .boxed()
-}
-
-/// An empty body.
-pub fn empty_body() -> Body {
-    full(Bytes::new())
-}
 
 /// Answer one request; its body is read within `budget` and `body_timeout`.
 pub async fn respond(
@@ -209,20 +205,32 @@ async fn decide(
     let path = parts.uri.path();
     let query = parts.uri.query().unwrap_or("");
 
-    // FastAPI's redirect_slashes: `/users/` -> `/users`, decided before matching.
-    if path.len() > 1 && path.ends_with('/') {
-        let stripped = &path[..path.len() - 1];
-        if project.table.lookup(stripped).is_some() {
-            let location = if query.is_empty() {
-                stripped.to_string()
-            } else {
-                format!("{stripped}?{query}")
-            };
-            return Ok(Decided::Host(redirect(&location)));
+    // FastAPI's redirect_slashes, decided before matching: `/users/` -> `/users`, and for a
+    // route declared with `TRAILING_SLASH = True` the reverse, `/products` -> `/products/`.
+    let with_query = |location: String| {
+        if query.is_empty() {
+            location
+        } else {
+            format!("{location}?{query}")
         }
-    }
+    };
+    let found = match path.strip_suffix('/').filter(|s| !s.is_empty()) {
+        Some(stripped) => match project.table.lookup(stripped) {
+            Some(found) if project.routes[found.route].trailing_slash => Some(found),
+            Some(_) => {
+                return Ok(Decided::Host(redirect(&with_query(stripped.to_string()))));
+            }
+            None => None,
+        },
+        None => match project.table.lookup(path) {
+            Some(found) if project.routes[found.route].trailing_slash && path != "/" => {
+                return Ok(Decided::Host(redirect(&with_query(format!("{path}/")))));
+            }
+            found => found,
+        },
+    };
 
-    if let Some(found) = project.table.lookup(path) {
+    if let Some(found) = found {
         let route = &project.routes[found.route];
         info.route_file = Some(format!("routes/{}", route.file));
         info.params = found
@@ -441,6 +449,11 @@ fn from_guest(
     }
     let body = match host_body {
         Some(body) => body,
+        // 204 and 304 have no body (RFC 9110), whatever the handler returned with them.
+        None if matches!(status, StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED) => {
+            headers.remove(header::CONTENT_LENGTH);
+            crate::response::empty_body()
+        }
         None => {
             // The guest's own body: any length the host's answer declared no longer holds.
             headers.remove(header::CONTENT_LENGTH);
@@ -474,38 +487,6 @@ pub fn content_length(headers: &HeaderMap) -> Option<u64> {
         .ok()?
         .parse()
         .ok()
-}
-
-/// A JSON response with a fixed body.
-pub fn json(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
-    let mut response = Response::new(full(body));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
-}
-
-fn status_only(status: StatusCode) -> Response<Body> {
-    let mut response = Response::new(empty_body());
-    *response.status_mut() = status;
-    response
-}
-
-fn with_allow(mut response: Response<Body>, allow: &str) -> Response<Body> {
-    if let Ok(value) = HeaderValue::from_str(allow) {
-        response.headers_mut().insert(header::ALLOW, value);
-    }
-    response
-}
-
-fn redirect(location: &str) -> Response<Body> {
-    let mut response = status_only(StatusCode::TEMPORARY_REDIRECT);
-    if let Ok(value) = HeaderValue::from_str(location) {
-        response.headers_mut().insert(header::LOCATION, value);
-    }
-    response
 }
 
 /// 503 for a request whose queue is full: it never ran; the client may try again later.

@@ -53,8 +53,8 @@ use crate::{
     config::ServerSettings,
     http_checks,
     request_body::BodyBudget,
+    response,
     response_body::{DEFAULT_MAX_BUFFERED_RESPONSE_BYTES, ResponseBudget},
-    router,
     site::Site,
     write_timeout::WriteTimeout,
 };
@@ -113,8 +113,13 @@ impl ServerLimits {
 /// The most open connections the public port takes by default.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 
+/// The most connections the admin port (`crate::admin`) holds open at once; fewer with a low
+/// open-file limit ([`FileBudget::admin`]). Here, with the rest of the open-file budget, so
+/// that this module need not import the admin port, which imports it.
+pub const ADMIN_MAX_CONNECTIONS: usize = 64;
+
 /// Open files the public port's connections never take (by default): kept for the admin
-/// port (at most [`crate::admin::MAX_CONNECTIONS`] of them), the log, the engine, every
+/// port (at most [`ADMIN_MAX_CONNECTIONS`] of them), the log, the engine, every
 /// tenant's database and kv files, and the files a load opens (the cache, the native code).
 /// With a limit below twice this, half the limit is kept instead.
 pub const FD_RESERVE: u64 = 1024;
@@ -131,7 +136,7 @@ pub struct FileBudget {
     /// The public port's default connection cap: `limit - reserve`, within 16 and
     /// [`DEFAULT_MAX_CONNECTIONS`].
     pub public: usize,
-    /// The admin port's connection cap: [`crate::admin::MAX_CONNECTIONS`], or a quarter of
+    /// The admin port's connection cap: [`ADMIN_MAX_CONNECTIONS`], or a quarter of
     /// the reserve if that is fewer (at least 4).
     pub admin: usize,
 }
@@ -148,7 +153,7 @@ impl FileBudget {
         let public = usize::try_from(limit - reserve)
             .unwrap_or(DEFAULT_MAX_CONNECTIONS)
             .clamp(16, DEFAULT_MAX_CONNECTIONS);
-        let admin = crate::admin::MAX_CONNECTIONS
+        let admin = ADMIN_MAX_CONNECTIONS
             .min(usize::try_from(reserve / 4).unwrap_or(usize::MAX))
             .max(4);
         FileBudget {
@@ -377,7 +382,7 @@ pub async fn serve(listener: TcpListener, site: Site, drain: Duration) {
                 let method = request.method().clone();
                 let path = request.uri().path().to_string();
                 let response = match http_checks::check(request.version(), request.headers()) {
-                    Some(refusal) => router::json(
+                    Some(refusal) => response::json(
                         refusal.status,
                         serde_json::json!({ "detail": refusal.detail }).to_string(),
                     ),
@@ -404,10 +409,12 @@ pub async fn serve(listener: TcpListener, site: Site, drain: Duration) {
     }
     drop(acceptor);
     tracing::warn!("shutting down: finishing the requests in flight");
-    if tokio::time::timeout(drain, graceful.shutdown())
-        .await
-        .is_err()
-    {
+    // Requests in flight, then the background tasks of requests already answered.
+    let finished = async {
+        graceful.shutdown().await;
+        crate::sandbox::background::drained().await;
+    };
+    if tokio::time::timeout(drain, finished).await.is_err() {
         tracing::warn!("requests still running after {drain:?}; stopping them");
     }
 }
@@ -491,7 +498,7 @@ mod tests {
         let high = FileBudget::for_limit(20_000, None);
         assert_eq!(high.public, DEFAULT_MAX_CONNECTIONS);
         assert_eq!(high.reserve, FD_RESERVE);
-        assert_eq!(high.admin, crate::admin::MAX_CONNECTIONS);
+        assert_eq!(high.admin, ADMIN_MAX_CONNECTIONS);
         // The common soft limit: half of it for connections.
         let common = FileBudget::for_limit(1024, None);
         assert_eq!(

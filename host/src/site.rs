@@ -12,10 +12,7 @@ use std::{net::SocketAddr, time::Duration};
 use hyper::{Request, Response, body::Incoming};
 
 use crate::{
-    app::App,
-    config::ServerSettings,
-    request_body::BodyBudget,
-    router::{self, Body},
+    app::App, config::ServerSettings, request_body::BodyBudget, response::Body, router,
     tenants::Tenants,
 };
 

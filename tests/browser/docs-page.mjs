@@ -1,13 +1,14 @@
 // The /docs page in a real browser: headless Debian Chromium driven by playwright-core.
-// Usage: node docs-page.mjs BASE_URL ARTIFACT_DIR   (CHROMIUM=/usr/bin/chromium by default)
-// Run by tests/docs.rs against `filerouter dev` on examples/hello. Exits non-zero on failure.
+// Usage: node docs-page.mjs BASE_URL ARTIFACT_DIR [SECURED_URL]   (CHROMIUM=/usr/bin/chromium by default)
+// Run by tests/docs.rs against `filerouter dev` on examples/hello, and on SECURED_URL a ported
+// app with a bearer dependency (tests/docs.rs `secured()`). Exits non-zero on failure.
 import { chromium } from "playwright-core";
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-const [base, artifacts] = process.argv.slice(2);
+const [base, artifacts, secured] = process.argv.slice(2);
 if (!base || !artifacts) {
   console.error("usage: node docs-page.mjs BASE_URL ARTIFACT_DIR");
   process.exit(2);
@@ -38,7 +39,8 @@ try {
   });
   // Self-contained: the page asks for nothing but the server under test.
   page.on("request", (req) => {
-    if (!req.url().startsWith(base) && !req.url().startsWith("data:")) problems.push("outside request: " + req.url());
+    const own = req.url().startsWith(base) || (secured && req.url().startsWith(secured));
+    if (!own && !req.url().startsWith("data:")) problems.push("outside request: " + req.url());
   });
 
   const document = await (await fetch(base + "/openapi.json")).json();
@@ -155,9 +157,96 @@ try {
   assert.ok(await page.locator('article.op[id="get_users_user_id"] details[open]').count(), "a #link opens its operation");
   await page.screenshot({ path: join(artifacts, "docs-page-phone.png") });
 
+  if (secured) {
+    await page.setViewportSize({ width: 1280, height: 900 });
+    await page.emulateMedia({ colorScheme: "light" });
+    await securedApp(page);
+  }
+
   assert.deepEqual(problems, []);
   console.log(`ok: ${operations.length} operations, screenshots in ${artifacts}`);
 } finally {
   await context.close();
   rmSync(profile, { recursive: true, force: true });
+}
+
+// The ported app with a bearer dependency: the Authorize button, and "Try it" sending the
+// token (the route echoes the token it got), typed in or fetched through the password flow.
+async function securedApp(page) {
+  const status = (id) => page.evaluate((id) => document.querySelector(`[id="${id}"] .result .status`)?.textContent || "", id);
+  // Send the operation's form and wait for the answer of `expected` status (the previous
+  // answer is cleared first, so an equal status is a new one).
+  async function send(op, expected) {
+    const id = await op.getAttribute("id");
+    await page.evaluate((id) => { const r = document.querySelector(`[id="${id}"] .result`); r.hidden = true; r.textContent = ""; }, id);
+    await op.locator('button[type="submit"]').click();
+    await page.waitForFunction(([id, expected]) => new RegExp("^" + expected).test(document.querySelector(`[id="${id}"] .result .status`)?.textContent || ""), [id, String(expected)], { timeout: 15000 });
+    return JSON.parse(await op.locator(".result pre.body").textContent());
+  }
+
+  step("secured app: /openapi.json declares the scheme, the page shows Authorize");
+  const openapi = await (await fetch(secured + "/openapi.json")).json();
+  assert.equal(openapi.components.securitySchemes.OAuth2PasswordBearer.type, "oauth2");
+  await page.goto(secured + "/docs", { waitUntil: "load" });
+  const authorize = page.locator("#authorize");
+  assert.ok(await authorize.isVisible(), "the Authorize button shows");
+  assert.equal((await authorize.textContent()).trim(), "Authorize");
+
+  step("secured app: grouped by tag, openapi_tags first, then the path's group");
+  const headings = (await page.locator("section.group h2").allTextContents()).map((h) => h.trim());
+  assert.deepEqual(headings, ["users", "auth", "/items", "/keys", "/legacy"]);
+  assert.ok(await page.locator('[id="get_legacy"] .deprecated-badge').isVisible(), "deprecated is marked");
+
+  step("secured app: try it without a token is FastAPI's 401");
+  const me = page.locator('article.op[id="read_own_token"]');
+  await me.locator("summary").click();
+  assert.match(await me.locator(".auth-note").textContent(), /not authorized yet/);
+  assert.deepEqual(await send(me, 401), { detail: "Not authenticated" });
+  assert.match(await me.locator(".result pre.headers").textContent(), /www-authenticate: Bearer/i);
+
+  step("secured app: Authorize with a token, and try it sends it");
+  await authorize.click();
+  const dialog = page.locator("#auth-dialog");
+  await dialog.waitFor({ state: "visible" });
+  const oauth = dialog.locator('form.scheme[data-scheme="OAuth2PasswordBearer"]');
+  await oauth.locator('input[name="token"]').fill("secret-token-123");
+  await oauth.locator('button[type="submit"]').click();
+  await oauth.locator(".auth-state", { hasText: "authorized" }).waitFor({ timeout: 5000 });
+  await page.screenshot({ path: join(artifacts, "docs-page-authorize.png") });
+  await dialog.locator(".auth-close").first().click();
+  await dialog.waitFor({ state: "hidden" });
+  assert.match(await me.locator(".auth-note").textContent(), /Sends the credentials of OAuth2PasswordBearer/);
+  assert.match(await me.locator(".url").textContent(), /^GET \/users\/me$/);
+  assert.deepEqual(await send(me, 200), { token: "secret-token-123" });
+  assert.match(await status("read_own_token"), /^200/);
+
+  step("secured app: the password flow trades a user name and password for a token");
+  await authorize.click();
+  await dialog.waitFor({ state: "visible" });
+  await oauth.locator(".auth-clear").click();
+  assert.equal(await oauth.locator(".auth-state").textContent(), "");
+  await oauth.locator('input[name="username"]').fill("alice");
+  await oauth.locator('input[name="password"]').fill("wrong");
+  await oauth.locator('button[type="submit"]').click();
+  await oauth.locator(".auth-error").waitFor({ state: "visible", timeout: 15000 });
+  assert.match(await oauth.locator(".auth-error").textContent(), /400: Incorrect username or password/);
+  await oauth.locator('input[name="password"]').fill("secret");
+  await oauth.locator('button[type="submit"]').click();
+  await oauth.locator(".auth-state", { hasText: "authorized" }).waitFor({ timeout: 15000 });
+  await dialog.locator(".auth-close").first().click();
+  await dialog.waitFor({ state: "hidden" });
+  assert.deepEqual(await send(me, 200), { token: "tok-alice" });
+
+  step("secured app: an operation that requires the scheme through a sub-dependency sends it too");
+  const items = page.locator('article.op[id="get_users_me_items"]');
+  await items.locator("summary").click();
+  assert.deepEqual(await send(items, 200), [{ owner: "alice", item: "pen" }]);
+
+  step("secured app: the credentials last for the tab (a reload keeps them)");
+  await page.reload({ waitUntil: "load" });
+  const again = page.locator('article.op[id="read_own_token"]');
+  await again.locator("summary").click();
+  assert.deepEqual(await send(again, 200), { token: "tok-alice" });
+  // Operations that require nothing send nothing.
+  assert.equal(await page.locator('[id="get_items"] .auth-note').count(), 0);
 }

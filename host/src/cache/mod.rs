@@ -110,6 +110,9 @@ pub struct CachedRoute {
     pub file: String,
     pub pattern: Pattern,
     pub handlers: Vec<HandlerInfo>,
+    /// Whether the route file sets `TRAILING_SLASH = True` (its path ends with `/`).
+    #[serde(default)]
+    pub trailing_slash: bool,
 }
 
 /// Everything `run` needs besides the guest: the settings and the routes.

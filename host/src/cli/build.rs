@@ -20,10 +20,11 @@ use anyhow::{Context, bail};
 
 use super::BuildArgs;
 use crate::{
-    app::Mode,
     cache::{self, CacheKey, CachedRoute, Contents, Manifest, Metadata, RouteCounts, seal},
     config::Settings,
-    logging, packages,
+    logging,
+    mode::Mode,
+    packages,
     project::{Project, RootFiles},
     regular_file,
     routes::scan,
@@ -173,6 +174,7 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
                 file: r.file.clone(),
                 pattern: r.pattern.clone(),
                 handlers: r.handlers.clone().unwrap_or_default(),
+                trailing_slash: r.trailing_slash,
             })
             .collect(),
         root_files: project.root_files.names().to_vec(),

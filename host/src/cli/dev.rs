@@ -7,10 +7,11 @@ use anyhow::{Context, bail};
 
 use super::ServeArgs;
 use crate::{
-    app::{App, Loaded, Mode},
+    app::{App, Loaded},
     config::Settings,
     data::Data,
     logging,
+    mode::Mode,
     project::Project,
     reload,
     sandbox::{Limits, Sandbox, engine::SandboxEngine},
@@ -74,6 +75,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let prepared = sandbox.prepare_slots().await;
     tracing::info!("sandbox: {prepared} instance slots prepared");
     let project = Project::load(&root, &sandbox, None).await;
+    // The start-up hook (startup.py), after the migrations: at start and after every reload.
+    let config_error = match migration_error {
+        Some(failure) => Some(failure),
+        None => crate::startup::failure(&sandbox, &project.root_files).await,
+    };
     for error in &project.scan_errors {
         tracing::error!("{error}");
     }
@@ -99,11 +105,20 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let app = App::new(
         root,
         Mode::Development,
-        Loaded::new(project, sandbox, settings, migration_error),
+        Loaded::new(project, sandbox, settings, config_error),
     );
     let _watcher = reload::watch(app.clone()).context("cannot watch the project folder")?;
+    // The counts /docs shows: routes as get_routes() lists them, handlers per path and method.
+    let statistics = app.current().catalog.statistics.clone();
+    let failing = match routes.saturating_sub(statistics.total_paths) {
+        0 => String::new(),
+        1 => "; 1 more fails to import".to_string(),
+        n => format!("; {n} more fail to import"),
+    };
     println!(
-        "filerouter dev: serving {routes} routes at http://{address} (mode: {}, hot reload: on)",
+        "filerouter dev: serving {} routes ({} handlers{failing}) at http://{address} (mode: {}, hot reload: on)",
+        statistics.total_paths,
+        statistics.total_routes,
         Mode::Development.name()
     );
     server::serve(
@@ -137,6 +152,7 @@ fn print_routes(project: &Project) {
         let role = match name.as_str() {
             "middleware.py" => "around every request",
             "docs.py" => "/docs",
+            "startup.py" => "at start and every reload",
             _ => "404 pages",
         };
         println!("  {:<24} {:<28} {name}", "", role);

@@ -22,11 +22,11 @@ use anyhow::Context;
 use super::RunArgs;
 use crate::{
     admin,
-    app::Mode,
     cache::CacheKey,
     config::ServerSettings,
     data::Data,
     db, logging,
+    mode::Mode,
     sandbox::engine::SandboxEngine,
     scheduler::{self, Scheduler},
     server,
@@ -102,12 +102,29 @@ async fn serve(args: RunArgs, root: PathBuf, dir: PathBuf) -> anyhow::Result<()>
 
     let prepared = loaded.app.current().sandbox.prepare_slots().await;
     tracing::info!("sandbox: {prepared} instance slots prepared");
+    // The project's start-up hook, once, against the real data, before the first request.
+    let current = loaded.app.current();
+    match crate::startup::run(&current.sandbox, &current.project.root_files).await {
+        Ok(true) => tracing::info!("startup.py: startup() ran"),
+        Ok(false) => {}
+        Err(error) => {
+            let failure = crate::startup::failure_of(error);
+            crate::startup::log(&failure);
+            anyhow::bail!(
+                "{} (the server did not start)",
+                crate::startup::describe(&failure)
+            );
+        }
+    }
+    drop(current);
 
     let listener = super::listen(&settings.server, args.host, args.port).await?;
     let address = listener.local_addr().context("no local address")?;
     let drain = settings.limits().wall.min(Duration::from_secs(30)) + Duration::from_secs(1);
+    // The counts /docs shows: routes (one per route file), handlers (one per path and method).
+    let handlers = loaded.app.current().catalog.statistics.total_routes;
     println!(
-        "filerouter run: serving {} routes at http://{address} (mode: {}, workers: {workers}, build of {})",
+        "filerouter run: serving {} routes ({handlers} handlers) at http://{address} (mode: {}, workers: {workers}, build of {})",
         loaded.routes,
         Mode::Production.name(),
         loaded.created_at

@@ -13,6 +13,7 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
     println!("build:       {}", dir.display());
     println!("created:     {}", manifest.created_at);
     println!("filerouter:  {}", manifest.filerouter_version);
+    // As /docs counts them: routes (one per route file), handlers (one per path and method).
     println!(
         "routes:      {} files, {} handlers ({} static, {} dynamic)",
         manifest.routes.files,

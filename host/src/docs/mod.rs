@@ -35,21 +35,75 @@ fn tag_of(path: &str) -> String {
 }
 
 /// A stable, unique identifier for every operation of the catalog, in catalog order
-/// (route by route, handler by handler): `get_users_user_id` for `GET /users/{user_id}`, used as
-/// the OpenAPI `operationId` and as the page's anchors. Clashes get `_2`, `_3`, ...
+/// (route by route, handler by handler): `get_users_user_id` for `GET /users/{user_id}`, or the
+/// handler's own `@route(operation_id=...)`, used as the OpenAPI `operationId` and as the page's
+/// anchors. Declared ids are kept first; clashes get `_2`, `_3`, ...
 fn operation_ids(catalog: &Catalog) -> Vec<Vec<String>> {
     let mut taken = HashSet::new();
-    catalog
+    let declared: Vec<Vec<Option<String>>> = catalog
         .routes
         .iter()
         .map(|route| {
             route
                 .handlers
                 .iter()
-                .map(|op| unique(&mut taken, base_id(&op.method, &route.path)))
+                .map(|op| {
+                    let id = op.operation_id.as_ref()?;
+                    Some(unique(&mut taken, id.clone()))
+                })
+                .collect()
+        })
+        .collect();
+    catalog
+        .routes
+        .iter()
+        .zip(declared)
+        .map(|(route, declared)| {
+            route
+                .handlers
+                .iter()
+                .zip(declared)
+                .map(|(op, id)| {
+                    id.unwrap_or_else(|| unique(&mut taken, base_id(&op.method, &route.path)))
+                })
                 .collect()
         })
         .collect()
+}
+
+/// The OpenAPI tags of an operation: its declared ones, else its path's group.
+fn tags_of(route: &RouteEntry, op: &Operation) -> Vec<String> {
+    if op.tags.is_empty() {
+        vec![tag_of(&route.path)]
+    } else {
+        op.tags.clone()
+    }
+}
+
+/// The security schemes of the whole catalog, by name (the first definition of a name wins).
+fn security_schemes(catalog: &Catalog) -> serde_json::Map<String, serde_json::Value> {
+    let mut schemes = serde_json::Map::new();
+    for op in catalog.routes.iter().flat_map(|r| &r.handlers) {
+        for (name, scheme) in &op.security_schemes {
+            if !schemes.contains_key(name) {
+                schemes.insert(name.clone(), scheme.clone());
+            }
+        }
+    }
+    schemes
+}
+
+/// The names of the schemes an operation's `security` lists, in order.
+fn security_names(op: &Operation) -> Vec<&str> {
+    let mut names: Vec<&str> = Vec::new();
+    for requirement in &op.security {
+        for name in requirement.as_object().into_iter().flat_map(|r| r.keys()) {
+            if !names.contains(&name.as_str()) {
+                names.push(name);
+            }
+        }
+    }
+    names
 }
 
 fn base_id(method: &str, path: &str) -> String {
@@ -83,19 +137,28 @@ fn unique(taken: &mut HashSet<String>, base: String) -> String {
 }
 
 /// The path of an optional catch-all route with the catch-all left out (`/shop` for
-/// `/shop/{slug}`), which it also serves, unless another route already has that path.
+/// `/shop/{slug}`, `/shop/` for a trailing-slash `/shop/{slug}/`), which it also serves,
+/// unless another route already has that path.
 fn bare_path(route: &RouteEntry, catalog: &Catalog) -> Option<String> {
     let last = route.path_params.last()?;
     if last.shape != "optional_catch_all" {
         return None;
     }
     let suffix = format!("/{{{}}}", last.name);
-    let bare = route.path.strip_suffix(&suffix)?;
-    let bare = if bare.is_empty() { "/" } else { bare };
+    let (path, slash) = match route.path.strip_suffix('/') {
+        Some(path) if !path.is_empty() => (path, "/"),
+        _ => (route.path.as_str(), ""),
+    };
+    let bare = path.strip_suffix(&suffix)?;
+    let bare = if bare.is_empty() {
+        "/".to_string()
+    } else {
+        format!("{bare}{slash}")
+    };
     if catalog.routes.iter().any(|r| r.path == bare) {
         return None;
     }
-    Some(bare.to_string())
+    Some(bare)
 }
 
 /// Whether a parameter kind converts its text, so that a bad value is a 422.
@@ -176,6 +239,7 @@ pub(crate) mod tests {
             request_body: None,
             response: None,
             schemas: serde_json::Map::new(),
+            ..Operation::default()
         }
     }
 
@@ -294,6 +358,7 @@ pub(crate) mod tests {
                 description: Some("A & B".into()),
                 version: "2.0.0".into(),
                 app_name: None,
+                tags: Vec::new(),
             },
         }
     }

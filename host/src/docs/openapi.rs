@@ -8,28 +8,23 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{bare_path, framework_errors, operation_ids, tag_of, takes_body};
+use super::{bare_path, framework_errors, operation_ids, security_schemes, tags_of, takes_body};
 use crate::catalog::{Catalog, Operation, PathParam, QueryParam, RouteEntry};
 
 /// The OpenAPI 3.1 document of `catalog`.
 pub fn openapi(catalog: &Catalog) -> Value {
     let ids = operation_ids(catalog);
     let mut paths = Map::new();
-    let mut tags: Vec<String> = Vec::new();
     let mut named = Map::new();
     let catalog = &with_unique_schemas(catalog, &mut named);
     for (route, ids) in catalog.routes.iter().zip(&ids) {
-        let tag = tag_of(&route.path);
-        if !tags.contains(&tag) {
-            tags.push(tag.clone());
-        }
-        let item = path_item(route, ids, &tag, &route.path_params);
+        let item = path_item(route, ids, &route.path_params);
         insert_item(&mut paths, &route.path, item);
         // `/shop/{slug}` for `[[...slug]]` also serves `/shop`, with an empty list.
         if let Some(bare) = bare_path(route, catalog) {
             let params = &route.path_params[..route.path_params.len() - 1];
             let bare_ids: Vec<String> = ids.iter().map(|id| format!("{id}_bare")).collect();
-            insert_item(&mut paths, &bare, path_item(route, &bare_ids, &tag, params));
+            insert_item(&mut paths, &bare, path_item(route, &bare_ids, params));
         }
     }
     let mut info = Map::new();
@@ -42,9 +37,35 @@ pub fn openapi(catalog: &Catalog) -> Value {
         "openapi": "3.1.0",
         "info": info,
         "paths": paths,
-        "tags": tags.iter().map(|t| json!({"name": t})).collect::<Vec<_>>(),
-        "components": components(named),
+        "tags": tags(catalog),
+        "components": components(named, security_schemes(catalog)),
     })
+}
+
+/// The document's Tag Objects: config.py's `openapi_tags` as given (with their descriptions),
+/// then every other tag an operation has, in catalog order.
+fn tags(catalog: &Catalog) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    for tag in &catalog.project.tags {
+        if let Some(name) = tag.get("name").and_then(Value::as_str)
+            && !names.iter().any(|n| n == name)
+        {
+            names.push(name.to_string());
+            out.push(tag.clone());
+        }
+    }
+    for route in &catalog.routes {
+        for op in &route.handlers {
+            for tag in tags_of(route, op) {
+                if !names.contains(&tag) {
+                    out.push(json!({"name": tag}));
+                    names.push(tag);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The names of the framework's own schemas.
@@ -91,6 +112,9 @@ fn with_unique_schemas(catalog: &Catalog, named: &mut Map<String, Value>) -> Cat
                 named.entry(name).or_insert(schema);
             }
             for value in op.request_body.iter_mut().chain(op.response.iter_mut()) {
+                rename_refs(value, &renames);
+            }
+            for value in op.responses.values_mut() {
                 rename_refs(value, &renames);
             }
             for param in &mut op.query_params {
@@ -149,28 +173,24 @@ fn insert_item(paths: &mut Map<String, Value>, path: &str, item: Map<String, Val
     }
 }
 
-fn path_item(
-    route: &RouteEntry,
-    ids: &[String],
-    tag: &str,
-    params: &[PathParam],
-) -> Map<String, Value> {
+fn path_item(route: &RouteEntry, ids: &[String], params: &[PathParam]) -> Map<String, Value> {
     route
         .handlers
         .iter()
         .zip(ids)
         .map(|(op, id)| {
+            let tags = tags_of(route, op);
             (
                 op.method.to_ascii_lowercase(),
-                operation(op, id, tag, params),
+                operation(op, id, &tags, params),
             )
         })
         .collect()
 }
 
-fn operation(op: &Operation, id: &str, tag: &str, path_params: &[PathParam]) -> Value {
+fn operation(op: &Operation, id: &str, tags: &[String], path_params: &[PathParam]) -> Value {
     let mut out = Map::new();
-    out.insert("tags".into(), json!([tag]));
+    out.insert("tags".into(), json!(tags));
     if let Some(summary) = &op.summary {
         out.insert("summary".into(), json!(summary));
     }
@@ -196,7 +216,10 @@ fn operation(op: &Operation, id: &str, tag: &str, path_params: &[PathParam]) -> 
         );
     }
     let mut responses = Map::new();
-    let (status, success) = success_response(op.response.as_ref());
+    let (status, mut success) = success_response(op.response.as_ref());
+    if let Some(description) = &op.response_description {
+        success["description"] = json!(description);
+    }
     responses.insert(status, success);
     for (status, _) in framework_errors(path_params, op) {
         let component = match status {
@@ -209,13 +232,56 @@ fn operation(op: &Operation, id: &str, tag: &str, path_params: &[PathParam]) -> 
             json!({"$ref": format!("#/components/responses/{component}")}),
         );
     }
+    if op.challenges {
+        responses.insert(
+            "401".into(),
+            json!({"$ref": "#/components/responses/NotAuthenticated"}),
+        );
+    }
     // A handler may raise `HTTPException` with any status: `{"detail": ...}`.
     responses.insert(
         "default".into(),
         json!({"$ref": "#/components/responses/HTTPException"}),
     );
+    declared_responses(&mut responses, &op.responses);
     out.insert("responses".into(), Value::Object(responses));
+    if !op.security.is_empty() {
+        out.insert("security".into(), Value::Array(op.security.clone()));
+    }
+    if op.deprecated {
+        out.insert("deprecated".into(), json!(true));
+    }
     Value::Object(out)
+}
+
+/// Add `@route(responses=...)` to an operation's responses: merged into the one of the same
+/// status when it is the success response (its content types added to the annotation's),
+/// otherwise in place of what the framework documents for that status.
+fn declared_responses(responses: &mut Map<String, Value>, declared: &Map<String, Value>) {
+    for (status, response) in declared {
+        let Some(response) = response.as_object() else {
+            continue;
+        };
+        match responses.get_mut(status) {
+            Some(Value::Object(existing)) if !existing.contains_key("$ref") => {
+                for (key, value) in response {
+                    match (key.as_str(), existing.get_mut(key), value) {
+                        ("content", Some(Value::Object(content)), Value::Object(more)) => {
+                            for (media, item) in more {
+                                content.insert(media.clone(), item.clone());
+                            }
+                        }
+                        _ => {
+                            existing.insert(key.clone(), value.clone());
+                        }
+                    }
+                }
+            }
+            _ => {
+                responses.insert(status.clone(), Value::Object(response.clone()));
+            }
+        }
+    }
 }
 
 /// The status and Response Object of a successful answer: from the return annotation when
@@ -356,9 +422,9 @@ fn query_parameter(param: &QueryParam) -> Value {
     Value::Object(out)
 }
 
-/// FastAPI's validation error schemas, the project's named schemas, and the responses the
-/// framework answers by itself.
-fn components(named: Map<String, Value>) -> Value {
+/// FastAPI's validation error schemas, the project's named schemas and security schemes, and
+/// the responses the framework answers by itself.
+fn components(named: Map<String, Value>, security: Map<String, Value>) -> Value {
     let detail = |example: &str| {
         json!({
             "application/json": {
@@ -439,6 +505,17 @@ fn components(named: Map<String, Value>) -> Value {
                     },
                 },
             },
+            "NotAuthenticated": {
+                "description": "Not authenticated: a security dependency found no credentials, \
+                                or malformed ones (`filerouter.security`)",
+                "headers": {
+                    "WWW-Authenticate": {
+                        "description": "The scheme to authenticate with (`Bearer`, `Basic`, `APIKey`)",
+                        "schema": {"type": "string"},
+                    },
+                },
+                "content": detail("Not authenticated"),
+            },
             "HTTPException": {
                 "description": "An HTTPException the handler (or a dependency) raised",
                 "content": {
@@ -453,6 +530,9 @@ fn components(named: Map<String, Value>) -> Value {
         for (name, schema) in named {
             schemas.entry(name).or_insert(schema);
         }
+    }
+    if !security.is_empty() {
+        doc["securitySchemes"] = Value::Object(security);
     }
     doc
 }
@@ -591,6 +671,72 @@ mod tests {
         let components = &doc["components"];
         assert!(components["schemas"]["HTTPValidationError"].is_object());
         assert!(components["responses"]["MethodNotAllowed"]["headers"]["Allow"].is_object());
+    }
+
+    #[test]
+    fn route_metadata_and_security_shape_the_operation() {
+        let mut catalog = sample();
+        catalog.project.tags = vec![json!({"name": "people", "description": "Who"})];
+        {
+            let list = &mut catalog.routes[1].handlers[0];
+            list.tags = vec!["people".into(), "search".into()];
+            list.deprecated = true;
+            list.operation_id = Some("get_users_id".into());
+            list.response_description = Some("The users".into());
+            list.responses = serde_json::from_value(json!({
+                "200": {"description": "Users", "content": {"text/csv": {}}},
+                "404": {"description": "No such user"},
+                "4XX": {"description": "Some client error"},
+            }))
+            .unwrap();
+            list.security = vec![json!({"Bearer": ["read"]})];
+            list.security_schemes =
+                serde_json::from_value(json!({"Bearer": {"type": "http", "scheme": "bearer"}}))
+                    .unwrap();
+            list.challenges = true;
+        }
+        let doc = openapi(&catalog);
+        let list = op(&doc, "/users", "get");
+        assert_eq!(list["tags"], json!(["people", "search"]));
+        assert_eq!(list["deprecated"], true);
+        // A declared id is kept; the generated one it took moves aside.
+        assert_eq!(list["operationId"], "get_users_id");
+        assert_eq!(
+            op(&doc, "/users/{id}", "get")["operationId"],
+            "get_users_id_2"
+        );
+        // The success response merges; other statuses are added or replace the framework's.
+        let responses = &list["responses"];
+        assert_eq!(responses["200"]["description"], "Users");
+        assert_eq!(
+            responses["200"]["content"],
+            json!({"application/json": {"schema": {}}, "text/csv": {}})
+        );
+        assert_eq!(responses["404"], json!({"description": "No such user"}));
+        assert_eq!(responses["4XX"]["description"], "Some client error");
+        assert_eq!(
+            responses["401"]["$ref"],
+            "#/components/responses/NotAuthenticated"
+        );
+        assert_eq!(list["security"], json!([{"Bearer": ["read"]}]));
+        assert_eq!(
+            doc["components"]["securitySchemes"],
+            json!({"Bearer": {"type": "http", "scheme": "bearer"}})
+        );
+        // Declared tags first, described; then the rest in catalog order.
+        let names: Vec<&str> = doc["tags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names[..3], ["people", "root", "search"]);
+        assert_eq!(doc["tags"][0]["description"], "Who");
+        // Operations without any keep their defaults.
+        assert!(op(&doc, "/", "get")["security"].is_null());
+        assert!(op(&doc, "/", "get")["deprecated"].is_null());
+        assert!(doc["components"]["responses"]["NotAuthenticated"].is_object());
+        assert!(openapi(&sample())["components"]["securitySchemes"].is_null());
     }
 
     #[test]

@@ -1,21 +1,29 @@
 //! `/docs`: the catalog as one self-contained HTML page.
 //!
-//! Rendered on the server, so the whole reference (routes grouped by their first path segment,
-//! method badges, typed path parameters, query parameters, docstrings, statistics and the method
-//! chart) is in the HTML and readable without JavaScript. The embedded script (`assets/docs.js`)
-//! only adds the filter box, the method chips, the theme toggle and the "try it" forms; the
-//! style is `assets/docs.css`. Nothing is loaded from elsewhere. Every piece of project text is
+//! Rendered on the server, so the whole reference (operations grouped by their tag, else by
+//! their first path segment, method badges, typed path parameters, query parameters, docstrings,
+//! the security each requires, statistics and the method chart) is in the HTML and readable
+//! without JavaScript. The embedded script (`assets/docs.js`) only adds the filter box, the
+//! method chips, the theme toggle, the Authorize dialog and the "try it" forms; the style is
+//! `assets/docs.css`. Nothing is loaded from elsewhere. Every piece of project text is
 //! HTML-escaped here. Not for: the OpenAPI document (see `openapi`), or a project's `docs.py`.
 
 use std::fmt::Write;
 
+use serde_json::{Map, Value};
+
 use html_escape::{encode_double_quoted_attribute as attr, encode_text as text};
 
-use super::{bare_path, framework_errors, group_key, operation_ids, takes_body};
+use super::{
+    bare_path, framework_errors, group_key, operation_ids, security_names, security_schemes,
+    tags_of, takes_body,
+};
 use crate::catalog::{Catalog, METHODS, Operation, PathParam, QueryParam, RouteEntry};
 
 const CSS: &str = include_str!("assets/docs.css");
 const JS: &str = include_str!("assets/docs.js");
+/// A padlock, drawn (an emoji needs a font the reader may not have).
+const LOCK: &str = "<svg class=\"lock-icon\" viewBox=\"0 0 16 16\" width=\"13\" height=\"13\" aria-hidden=\"true\"><path fill=\"currentColor\" d=\"M4 7V5a4 4 0 0 1 8 0v2h1v8H3V7h1zm2 0h4V5a2 2 0 0 0-4 0v2z\"/></svg>";
 
 /// The `/docs` page of `catalog`.
 pub fn page(catalog: &Catalog) -> String {
@@ -38,11 +46,16 @@ pub fn page(catalog: &Catalog) -> String {
 <header class="top">
 <div class="wrap top-row">
 <div class="brand"><h1>{title}</h1><span class="version" title="version">{version}</span></div>
-<nav class="links"><a href="/openapi.json">openapi.json</a><button type="button" id="theme" class="icon" aria-label="Switch between light and dark mode" title="Light / dark">&#9680;</button></nav>
+<nav class="links">{authorize}<a href="/openapi.json">openapi.json</a><button type="button" id="theme" class="icon" aria-label="Switch between light and dark mode" title="Light / dark">&#9680;</button></nav>
 </div>
 "#,
         title = text(&project.title),
         version = text(&project.version),
+        authorize = if security_schemes(catalog).is_empty() {
+            ""
+        } else {
+            "<button type=\"button\" id=\"authorize\" class=\"ghost authorize\" aria-haspopup=\"dialog\" aria-controls=\"auth-dialog\" title=\"Credentials that Try it sends\">Authorize</button>"
+        },
     );
     if let Some(description) = project
         .description
@@ -55,7 +68,9 @@ pub fn page(catalog: &Catalog) -> String {
             prose(description)
         );
     }
-    html.push_str("</header>\n<main class=\"wrap\">\n");
+    html.push_str("</header>\n");
+    auth_dialog(&mut html, catalog);
+    html.push_str("<main class=\"wrap\">\n");
     overview(&mut html, catalog);
     if catalog.routes.is_empty() {
         html.push_str(
@@ -82,15 +97,16 @@ fn overview(html: &mut String, catalog: &Catalog) {
         html,
         r#"<section class="overview" aria-label="Statistics">
 <dl class="stats">
-<div class="stat"><dt>routes</dt><dd id="stat-total">{}</dd></div>
-<div class="stat"><dt>static</dt><dd id="stat-static">{}</dd></div>
-<div class="stat"><dt>dynamic</dt><dd id="stat-dynamic">{}</dd></div>
+<div class="stat" title="Paths, one per route file, as get_routes() lists them"><dt>routes</dt><dd id="stat-paths">{}</dd></div>
+<div class="stat" title="One per path and method (total_routes)"><dt>handlers</dt><dd id="stat-total">{}</dd></div>
+<div class="stat" title="Handlers on paths without parameters"><dt>static</dt><dd id="stat-static">{}</dd></div>
+<div class="stat" title="Handlers on paths with parameters"><dt>dynamic</dt><dd id="stat-dynamic">{}</dd></div>
 </dl>
 <figure class="chart" aria-label="Handlers per method">
 <figcaption>Handlers per method <span class="hint">(click to filter)</span></figcaption>
 <ul class="bars">
 "#,
-        stats.total_routes, stats.static_routes, stats.dynamic_routes,
+        stats.total_paths, stats.total_routes, stats.static_routes, stats.dynamic_routes,
     );
     let max = stats.methods.values().copied().max().unwrap_or(0).max(1);
     let mut methods: Vec<(&String, &usize)> = stats.methods.iter().collect();
@@ -115,27 +131,94 @@ fn toolbar(html: &mut String, catalog: &Catalog) {
          <span id=\"shown\" class=\"hint\" aria-live=\"polite\"></span>\n\
          <button type=\"button\" id=\"expand\" class=\"ghost\">Expand all</button>\n</div>\n<nav class=\"groups\" aria-label=\"Route groups\">",
     );
-    for (key, routes) in groups(catalog) {
-        let count: usize = routes.iter().map(|r| r.handlers.len()).sum();
+    for group in groups(catalog) {
         let _ = write!(
             html,
-            "<a href=\"#{id}\" data-group-link=\"{id}\">/{name} <span>{count}</span></a>",
-            id = attr(&group_id(key)),
-            name = text(key),
+            "<a href=\"#{id}\" data-group-link=\"{id}\">{name} <span>{count}</span></a>",
+            id = attr(&group.id),
+            name = text(&group.title),
+            count = group.ops.len(),
         );
     }
     html.push_str("</nav>\n");
 }
 
-/// The routes, grouped by their first path segment, in catalog (path) order.
-fn groups(catalog: &Catalog) -> Vec<(&str, Vec<&RouteEntry>)> {
-    let mut out: Vec<(&str, Vec<&RouteEntry>)> = Vec::new();
-    for route in &catalog.routes {
-        let key = group_key(&route.path);
-        match out.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, routes)) => routes.push(route),
-            None => out.push((key, vec![route])),
+/// A section of the page: the operations of one OpenAPI tag.
+struct Group<'a> {
+    /// The tag: the first of an operation's `@route(tags=...)`, else its path's group.
+    tag: String,
+    /// Whether the tag was declared (by a handler or `openapi_tags`), rather than taken from
+    /// the path: then the heading is the tag, else the path's first segment (`/users`).
+    declared: bool,
+    /// The first segment of the first operation's path.
+    key: &'a str,
+    description: Option<&'a str>,
+    title: String,
+    id: String,
+    /// (route index in the catalog, handler index in the route)
+    ops: Vec<(usize, usize)>,
+}
+
+/// The operations grouped by their first tag: `openapi_tags`' order first, then in catalog
+/// (path) order. Without declared tags that is today's grouping by first path segment.
+fn groups(catalog: &Catalog) -> Vec<Group<'_>> {
+    let mut out: Vec<Group> = catalog
+        .project
+        .tags
+        .iter()
+        .filter_map(|tag| {
+            Some(Group {
+                tag: tag.get("name")?.as_str()?.to_string(),
+                declared: true,
+                key: "",
+                description: tag.get("description").and_then(|d| d.as_str()),
+                title: String::new(),
+                id: String::new(),
+                ops: Vec::new(),
+            })
+        })
+        .collect();
+    for (r, route) in catalog.routes.iter().enumerate() {
+        for (h, op) in route.handlers.iter().enumerate() {
+            let tag = tags_of(route, op).swap_remove(0);
+            let declared = !op.tags.is_empty();
+            match out.iter_mut().find(|g| g.tag == tag) {
+                Some(group) => {
+                    group.declared |= declared;
+                    if group.ops.is_empty() {
+                        group.key = group_key(&route.path);
+                    }
+                    group.ops.push((r, h));
+                }
+                None => out.push(Group {
+                    tag,
+                    declared,
+                    key: group_key(&route.path),
+                    description: None,
+                    title: String::new(),
+                    id: String::new(),
+                    ops: vec![(r, h)],
+                }),
+            }
         }
+    }
+    out.retain(|g| !g.ops.is_empty());
+    let mut ids: Vec<String> = Vec::new();
+    for group in &mut out {
+        let (title, base) = if group.declared {
+            (group.tag.clone(), group_id(&group.tag))
+        } else {
+            (format!("/{}", group.key), group_id(group.key))
+        };
+        let mut id = base.clone();
+        let mut n = 1;
+        while ids.contains(&id) {
+            n += 1;
+            id = format!("{base}-{n}");
+        }
+        ids.push(id.clone());
+        group.title = title;
+        group.id = id;
     }
     out
 }
@@ -156,29 +239,43 @@ fn group_id(key: &str) -> String {
 
 fn routes(html: &mut String, catalog: &Catalog) {
     let ids = operation_ids(catalog);
-    let index = |route: &RouteEntry| catalog.routes.iter().position(|r| std::ptr::eq(r, route));
-    for (key, routes) in groups(catalog) {
+    let schemes = security_schemes(catalog);
+    for group in groups(catalog) {
         let _ = write!(
             html,
-            "<section class=\"group\" id=\"{id}\">\n<h2><a href=\"#{id}\">/{name}</a></h2>\n",
-            id = attr(&group_id(key)),
-            name = text(key),
+            "<section class=\"group\" id=\"{id}\">\n<h2><a href=\"#{id}\">{name}</a></h2>\n",
+            id = attr(&group.id),
+            name = text(&group.title),
         );
-        for route in routes {
-            let Some(ids) = index(route).and_then(|i| ids.get(i)) else {
+        if let Some(description) = group.description.filter(|d| !d.trim().is_empty()) {
+            let _ = writeln!(
+                html,
+                "<div class=\"tag-description\">{}</div>",
+                prose(description)
+            );
+        }
+        for (r, h) in group.ops {
+            let route = &catalog.routes[r];
+            let (Some(op), Some(id)) = (route.handlers.get(h), ids.get(r).and_then(|i| i.get(h)))
+            else {
                 continue;
             };
             let bare = bare_path(route, catalog);
-            for (op, id) in route.handlers.iter().zip(ids) {
-                operation(html, route, op, id, bare.as_deref());
-            }
+            operation(html, route, op, id, bare.as_deref(), &schemes);
         }
         html.push_str("</section>\n");
     }
     html.push_str("<p id=\"nothing\" class=\"empty\" hidden>No route matches the filter.</p>\n");
 }
 
-fn operation(html: &mut String, route: &RouteEntry, op: &Operation, id: &str, bare: Option<&str>) {
+fn operation(
+    html: &mut String,
+    route: &RouteEntry,
+    op: &Operation,
+    id: &str,
+    bare: Option<&str>,
+    schemes: &Map<String, Value>,
+) {
     let method = op.method.as_str();
     let lower = method.to_ascii_lowercase();
     // What the filter looks at: method, path, file, parameter names and the docstring.
@@ -193,9 +290,17 @@ fn operation(html: &mut String, route: &RouteEntry, op: &Operation, id: &str, ba
         search.push(' ');
         search.push_str(doc);
     }
+    for word in op.tags.iter().map(String::as_str).chain(security_names(op)) {
+        search.push(' ');
+        search.push_str(word);
+    }
+    if op.deprecated {
+        search.push_str(" deprecated");
+    }
     let _ = write!(
         html,
-        "<article class=\"op\" id=\"{id}\" data-method=\"{m}\" data-search=\"{search}\">\n<details>\n<summary><span class=\"method m-{lower}\">{m}</span><code class=\"path\">{path}",
+        "<article class=\"op{deprecated}\" id=\"{id}\" data-method=\"{m}\" data-search=\"{search}\">\n<details>\n<summary><span class=\"method m-{lower}\">{m}</span><code class=\"path\">{path}",
+        deprecated = if op.deprecated { " deprecated" } else { "" },
         id = attr(id),
         m = text(method),
         search = attr(&search.to_lowercase()),
@@ -214,6 +319,16 @@ fn operation(html: &mut String, route: &RouteEntry, op: &Operation, id: &str, ba
         );
     }
     html.push_str("</code>");
+    if op.deprecated {
+        html.push_str("<span class=\"badge deprecated-badge\" title=\"Deprecated: still served, but to be removed\">deprecated</span>");
+    }
+    if !op.security.is_empty() {
+        let _ = write!(
+            html,
+            "<span class=\"lock\" title=\"Requires {}\" aria-label=\"Requires authorization\">{LOCK}</span>",
+            attr(&security_names(op).join(", ")),
+        );
+    }
     if let Some(summary) = &op.summary {
         let _ = write!(html, "<span class=\"summary\">{}</span>", inline(summary));
     }
@@ -238,12 +353,42 @@ fn operation(html: &mut String, route: &RouteEntry, op: &Operation, id: &str, ba
             text(bare)
         );
     }
+    if !op.tags.is_empty() {
+        let tags: Vec<String> = op
+            .tags
+            .iter()
+            .map(|t| format!("<span class=\"badge tag\">{}</span>", text(t)))
+            .collect();
+        let _ = writeln!(html, "<p class=\"tags\">Tags: {}</p>", tags.join(" "));
+    }
+    security(html, schemes, op);
     parameters(html, &route.path_params, &op.query_params);
     let mut responses = String::from("<span class=\"status s2\">200</span> JSON");
     for (status, meaning) in framework_errors(&route.path_params, op) {
         let _ = write!(
             responses,
             " · <span class=\"status s4\">{status}</span> {meaning}"
+        );
+    }
+    if op.challenges {
+        responses.push_str(" · <span class=\"status s4\">401</span> Not authenticated");
+    }
+    for (status, response) in &op.responses {
+        let class = match status.chars().next() {
+            Some('2') => "s2",
+            Some('3') => "s3",
+            Some('5') => "s5",
+            _ => "s4",
+        };
+        let description = response
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let _ = write!(
+            responses,
+            " · <span class=\"status {class}\">{}</span> {}",
+            text(status),
+            inline(description),
         );
     }
     let _ = writeln!(
@@ -258,6 +403,181 @@ fn operation(html: &mut String, route: &RouteEntry, op: &Operation, id: &str, ba
     );
     try_form(html, route, op, id);
     html.push_str("</div>\n</details>\n</article>\n");
+}
+
+/// What the operation requires: each security scheme it depends on, with the scopes.
+fn security(html: &mut String, schemes: &Map<String, Value>, op: &Operation) {
+    if op.security.is_empty() {
+        return;
+    }
+    let mut items = Vec::new();
+    for requirement in op.security.iter().filter_map(Value::as_object) {
+        for (name, scopes) in requirement {
+            let mut item = format!(
+                "<code>{}</code> <span class=\"muted\">({})</span>",
+                text(name),
+                text(&scheme_kind(schemes.get(name)))
+            );
+            let scopes: Vec<String> = scopes
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(|s| format!("<code>{}</code>", text(s)))
+                .collect();
+            if !scopes.is_empty() {
+                let _ = write!(item, " scopes {}", scopes.join(" "));
+            }
+            items.push(item);
+        }
+    }
+    let _ = writeln!(
+        html,
+        "<p class=\"security\">{LOCK} Requires {}. <span class=\"muted\">Use <b>Authorize</b> at the top: Try it sends the credentials.</span></p>",
+        items.join(", ")
+    );
+}
+
+/// What a security scheme is, in a few words: `HTTP bearer`, `OAuth2, password flow`, `API key
+/// in header X-Key`.
+fn scheme_kind(scheme: Option<&Value>) -> String {
+    let Some(scheme) = scheme else {
+        return "security scheme".into();
+    };
+    let field = |key: &str| scheme.get(key).and_then(Value::as_str).unwrap_or_default();
+    match field("type") {
+        "http" => format!("HTTP {}", field("scheme").to_ascii_lowercase()),
+        "apiKey" => format!("API key in {} {}", field("in"), field("name")),
+        "oauth2" => {
+            let flows: Vec<&str> = scheme
+                .get("flows")
+                .and_then(Value::as_object)
+                .map(|f| {
+                    f.keys()
+                        .map(|k| match k.as_str() {
+                            "password" => "password flow",
+                            "authorizationCode" => "authorization code flow",
+                            "clientCredentials" => "client credentials flow",
+                            "implicit" => "implicit flow",
+                            other => other,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            if flows.is_empty() {
+                "OAuth2".into()
+            } else {
+                format!("OAuth2, {}", flows.join(", "))
+            }
+        }
+        "openIdConnect" => "OpenID Connect".into(),
+        other => other.to_string(),
+    }
+}
+
+/// The Authorize dialog: one form per security scheme of the catalog, whose credentials the
+/// script keeps for this tab and adds to the "try it" requests of the operations that require
+/// that scheme. Nothing without security schemes.
+fn auth_dialog(html: &mut String, catalog: &Catalog) {
+    let schemes = security_schemes(catalog);
+    if schemes.is_empty() {
+        return;
+    }
+    html.push_str(
+        "<dialog id=\"auth-dialog\" class=\"auth-dialog\" aria-labelledby=\"auth-title\">\n<div class=\"auth-head\"><h2 id=\"auth-title\">Authorize</h2><button type=\"button\" class=\"icon auth-close\" aria-label=\"Close\">&#10005;</button></div>\n<p class=\"muted\">Credentials are kept in this browser tab only, and Try it sends them with the operations that require their scheme.</p>\n",
+    );
+    for (name, scheme) in &schemes {
+        let field = |key: &str| scheme.get(key).and_then(Value::as_str).unwrap_or_default();
+        let kind = field("type");
+        let password_flow = scheme.pointer("/flows/password");
+        let (sends, location, key) = match kind {
+            "apiKey" => (field("in"), field("in"), field("name")),
+            "http" => ("header", "header", "Authorization"),
+            _ => ("header", "header", "Authorization"),
+        };
+        let _ = write!(
+            html,
+            "<form class=\"scheme\" novalidate data-scheme=\"{name}\" data-type=\"{kind}\" data-http-scheme=\"{http}\" data-in=\"{location}\" data-key=\"{key}\" data-token-url=\"{token_url}\">\n<h3><code>{name_text}</code> <small class=\"muted\">{what}</small> <span class=\"auth-state muted\"></span></h3>\n",
+            name = attr(name),
+            kind = attr(kind),
+            http = attr(&field("scheme").to_ascii_lowercase()),
+            location = attr(location),
+            key = attr(key),
+            token_url = attr(
+                password_flow
+                    .and_then(|f| f.get("tokenUrl"))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+            ),
+            name_text = text(name),
+            what = text(&scheme_kind(Some(scheme))),
+        );
+        if let Some(description) = scheme.get("description").and_then(Value::as_str) {
+            let _ = writeln!(
+                html,
+                "<div class=\"description\">{}</div>",
+                prose(description)
+            );
+        }
+        html.push_str("<div class=\"fields\">\n");
+        // `label` is HTML (escaped by the caller), the others are fixed words.
+        let input = |html: &mut String, name: &str, label: &str, kind: &str, complete: &str| {
+            let _ = writeln!(
+                html,
+                "<label class=\"field\"><span>{label}</span><input name=\"{name}\" type=\"{kind}\" autocomplete=\"{complete}\" spellcheck=\"false\"></label>",
+            );
+        };
+        match (kind, field("scheme").to_ascii_lowercase().as_str()) {
+            ("http", "basic") => {
+                input(html, "username", "Username", "text", "username");
+                input(html, "password", "Password", "password", "current-password");
+            }
+            ("http", "bearer") => input(html, "token", "Bearer token", "text", "off"),
+            ("http", _) => input(
+                html,
+                "token",
+                "Credentials (after the scheme)",
+                "text",
+                "off",
+            ),
+            ("apiKey", _) => input(
+                html,
+                "token",
+                &format!("Value of {} {}", text(sends), text(key)),
+                "text",
+                "off",
+            ),
+            _ => {
+                if let Some(flow) = password_flow {
+                    input(html, "username", "Username", "text", "username");
+                    input(html, "password", "Password", "password", "current-password");
+                    let scopes = flow.get("scopes").and_then(Value::as_object);
+                    for (scope, meaning) in scopes.into_iter().flatten() {
+                        let _ = writeln!(
+                            html,
+                            "<label class=\"field scope\"><span><input type=\"checkbox\" name=\"scope\" value=\"{value}\"> <code>{scope}</code> {meaning}</span></label>",
+                            value = attr(scope),
+                            scope = text(scope),
+                            meaning = text(meaning.as_str().unwrap_or_default()),
+                        );
+                    }
+                }
+                input(
+                    html,
+                    "token",
+                    if password_flow.is_some() {
+                        "Or a bearer token"
+                    } else {
+                        "Bearer token"
+                    },
+                    "text",
+                    "off",
+                );
+            }
+        }
+        html.push_str("</div>\n<div class=\"actions\"><button type=\"submit\">Authorize</button><button type=\"button\" class=\"ghost auth-clear\">Log out</button></div>\n<div class=\"auth-error\" aria-live=\"polite\" hidden></div>\n</form>\n");
+    }
+    html.push_str("<div class=\"actions\"><button type=\"button\" class=\"ghost auth-close\">Close</button></div>\n</dialog>\n");
 }
 
 /// The path with each parameter marked and typed: `/users/{user_id:int}`, `{rest:path}`.
@@ -386,12 +706,18 @@ fn python_repr(value: &serde_json::Value) -> String {
 
 /// The "try it" form: one field per parameter, a body for methods that take one.
 fn try_form(html: &mut String, route: &RouteEntry, op: &Operation, id: &str) {
+    let names = security_names(op);
     let _ = write!(
         html,
-        "<form class=\"try\" novalidate data-method=\"{m}\" data-path=\"{path}\" aria-label=\"Try {m} {path}\">\n<h3>Try it</h3>\n<div class=\"fields\">\n",
+        "<form class=\"try\" novalidate data-method=\"{m}\" data-path=\"{path}\" data-security=\"{security}\" aria-label=\"Try {m} {path}\">\n<h3>Try it</h3>\n",
         m = attr(&op.method),
         path = attr(&route.path),
+        security = attr(&serde_json::to_string(&names).unwrap_or_default()),
     );
+    if !names.is_empty() {
+        html.push_str("<p class=\"auth-note muted\"></p>\n");
+    }
+    html.push_str("<div class=\"fields\">\n");
     for p in &route.path_params {
         let placeholder = match p.shape {
             "catch_all" => "a/b/c".to_string(),
@@ -647,6 +973,48 @@ mod tests {
         let html = page(&catalog);
         assert!(html.contains("No routes yet"));
         assert!(html.contains("<dd id=\"stat-total\">0</dd>"));
+    }
+
+    #[test]
+    fn operations_group_by_first_tag_and_offer_authorization() {
+        let mut catalog = sample();
+        catalog.project.tags = vec![
+            serde_json::json!({"name": "admin", "description": "For <admins>."}),
+            serde_json::json!({"name": "unused"}),
+        ];
+        catalog.routes[2].handlers[1].tags = vec!["admin".into()];
+        catalog.routes[2].handlers[1].security = vec![serde_json::json!({"Key": []})];
+        catalog.routes[2].handlers[1].security_schemes = serde_json::from_value(
+            serde_json::json!({"Key": {"type": "apiKey", "in": "header", "name": "X-Key"}}),
+        )
+        .unwrap();
+        let html = page(&catalog);
+        let sections: Vec<&str> = html
+            .split("<section class=\"group\" id=\"")
+            .skip(1)
+            .map(|s| s.split('"').next().unwrap())
+            .collect();
+        assert_eq!(
+            sections,
+            [
+                "group-admin",
+                "group-",
+                "group-users",
+                "group-orders",
+                "group-colors",
+                "group-files",
+                "group-shop"
+            ]
+        );
+        assert!(html.contains("<h2><a href=\"#group-admin\">admin</a></h2>\n<div class=\"tag-description\"><p>For &lt;admins&gt;.</p></div>"));
+        let admin = html.split("id=\"group-admin\"").nth(1).unwrap();
+        let admin = admin.split("<section").next().unwrap();
+        assert!(admin.contains("id=\"delete_users_id\"") && !admin.contains("id=\"get_users_id\""));
+        assert!(html.contains("id=\"authorize\""));
+        assert!(html.contains("data-scheme=\"Key\" data-type=\"apiKey\""));
+        assert!(html.contains("API key in header X-Key"));
+        assert!(html.contains("data-security=\"[&quot;Key&quot;]\""));
+        assert!(!page(&sample()).contains("id=\"authorize\""));
     }
 
     #[test]

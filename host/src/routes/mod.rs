@@ -1,8 +1,9 @@
 //! The project's routes: how a `routes/` folder tree becomes URL patterns ([`scan`]) and how a
 //! request path finds its route ([`table`]).
 //!
-//! Everything here looks at file and folder names only; which HTTP methods a route file serves
-//! is learned by asking the guest (see `project`). No project code runs here.
+//! Everything here looks at file and folder names only; which HTTP methods a route file serves,
+//! and whether its path ends with `/`, is learned by asking the guest (see `project`). No
+//! project code runs here.
 
 pub mod scan;
 pub mod table;
@@ -45,6 +46,19 @@ impl Segment {
 )]
 pub struct Pattern(pub Vec<Segment>);
 
+impl Pattern {
+    /// The pattern as a path, ending with `/` when `trailing_slash` (a route declared with
+    /// `TRAILING_SLASH = True`: `/products/`, `/users/{id}/`); `/` stays `/`.
+    pub fn path(&self, trailing_slash: bool) -> String {
+        let path = self.to_string();
+        if trailing_slash && !self.0.is_empty() {
+            path + "/"
+        } else {
+            path
+        }
+    }
+}
+
 impl fmt::Display for Pattern {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.0.is_empty() {
@@ -59,5 +73,21 @@ impl fmt::Display for Pattern {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trailing_slash_route_path_ends_with_a_slash_but_the_root_stays_one() {
+        let users = Pattern(vec![
+            Segment::Static("users".into()),
+            Segment::Param("id".into()),
+        ]);
+        assert_eq!(users.path(false), "/users/{id}");
+        assert_eq!(users.path(true), "/users/{id}/");
+        assert_eq!(Pattern(Vec::new()).path(true), "/");
     }
 }

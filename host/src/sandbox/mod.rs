@@ -11,11 +11,15 @@
 //! turn in a [`crate::scheduler`] queue and runs on the scheduler's guest threads, which
 //! count the CPU time it uses: requests in the sandbox's own queue under the project's
 //! limits, route inspections and `config.py` in the scheduler's tooling queue under
-//! [`TOOLING_TIME`], whatever the request limits are.
+//! [`TOOLING_TIME`], whatever the request limits are; the project's start-up hook
+//! ([`Sandbox::startup`]) in the tooling queue too, with the request's settings and secrets.
+//! A request whose handler left background tasks answers before its call ends: the rest of the
+//! call runs on in a task of its own ([`background`]).
 //!
 //! This module knows nothing about HTTP routing; it only runs the guest.
 
 pub(crate) mod artifacts;
+pub mod background;
 mod bindings;
 pub(crate) mod checked_code;
 mod compiled_functions;
@@ -45,7 +49,7 @@ pub use bindings::filerouter::sandbox::plugins::{
 };
 pub use bindings::filerouter::sandbox::types::{
     HandlerInfo, HandlerParam, HttpRequest, HttpResponse, PageTarget, ParamValue, PathParam,
-    ProjectError, RouteTarget, Target,
+    ProjectError, RouteInspection, RouteTarget, Target,
 };
 pub use guest::SHA256 as GUEST_SHA256;
 pub use limits::{Limits, MemoryLimiter};
@@ -104,6 +108,9 @@ struct CallState {
     db: db::Session,
     /// The host's answer for middleware's `call_next`, when the host serves the target.
     upstream: Option<Upstream>,
+    /// Where a request's response goes when the guest sends it before the call ends, to run
+    /// background tasks after it (`background.respond`); taken by the first send.
+    early: Option<tokio::sync::oneshot::Sender<HttpResponse>>,
     /// This call's plugin instances (`filerouter.plugins`), made on first use.
     plugins: crate::plugins::Session,
     /// The call's time budget, which long host computations (`passwords`) ask as they go;
@@ -123,6 +130,7 @@ impl CallState {
             kv: data.kv.clone(),
             db: data.db.session(deadline),
             upstream: None,
+            early: None,
             plugins: crate::plugins::Session::default(),
             budget: None,
             environment: Environment::default(),
@@ -182,11 +190,13 @@ pub const TOOLING_TIME: TimeLimits = TimeLimits {
     wall: Duration::from_secs(60),
 };
 
-/// Whose call it is: a request's, or the server's own.
+/// Whose call it is: a request's, the server's own, or the project's start-up hook (the
+/// server's queue and time, the request's settings and secrets).
 #[derive(Debug, Clone, Copy)]
 enum Purpose {
     Request,
     Tooling,
+    Startup,
 }
 
 /// What a guest export's call returns, borrowing the call's store.
@@ -390,31 +400,84 @@ impl Sandbox {
             Target::Host => format!("{} {} middleware.py", request.method, request.path),
         };
         let root_files = root_files.to_vec();
-        self.call(Purpose::Request, label, move |router, store| {
-            Box::pin(async move {
-                store.data_mut().upstream = upstream;
-                router
-                    .filerouter_sandbox_guest()
-                    .call_handle(store, &request, &target, &root_files)
-                    .await
+        // Background tasks: the guest may send its response before the call ends
+        // (`background.respond`), then run the tasks in the same instance, under the same
+        // limits. The answer goes out then; the rest of the call goes on in a task of its own,
+        // and how it ends is logged (see `background`).
+        let (early, mut sent) = tokio::sync::oneshot::channel();
+        let this = self.clone();
+        let logged = label.clone();
+        let mut call = Box::pin(async move {
+            this.call(Purpose::Request, label, move |router, store| {
+                Box::pin(async move {
+                    store.data_mut().upstream = upstream;
+                    store.data_mut().early = Some(early);
+                    router
+                        .filerouter_sandbox_guest()
+                        .call_handle(store, &request, &target, &root_files)
+                        .await
+                })
             })
-        })
+            .await
+        });
+        tokio::select! {
+            biased;
+            outcome = &mut call => match sent.try_recv() {
+                // Sent, and the tasks were quick: the answer is the one sent, whatever they did.
+                Ok(response) => {
+                    background::ended(&logged, outcome);
+                    Ok(response)
+                }
+                Err(_) => outcome,
+            },
+            Ok(response) = &mut sent => {
+                background::spawn(logged, call);
+                Ok(response)
+            }
+        }
+    }
+
+    /// Run the project's start-up hook (`startup()` in `startup.py`) in an instance of its own,
+    /// with the project's data and the operator's values, under the request limits or the
+    /// server's own ([`TOOLING_TIME`]), whichever are larger. `root_files` as for
+    /// [`Sandbox::handle`]. Whether the project has a `startup.py`.
+    pub async fn startup(&self, root_files: &[(String, String)]) -> Result<bool, SandboxError> {
+        let root_files = root_files.to_vec();
+        self.call(
+            Purpose::Startup,
+            "startup.py".into(),
+            move |router, store| {
+                Box::pin(async move {
+                    router
+                        .filerouter_sandbox_guest()
+                        .call_startup(store, &root_files)
+                        .await
+                })
+            },
+        )
         .await
     }
 
-    /// Import a route file in the guest and describe its handlers.
-    pub async fn inspect_route(&self, file: &str) -> Result<Vec<HandlerInfo>, SandboxError> {
+    /// Import a route file in the guest and describe its handlers (or why it has none) and
+    /// the project files its import loaded. An `Err` is a call that did not finish.
+    pub async fn inspect_route(&self, file: &str) -> Result<RouteInspection, SandboxError> {
         let label = format!("inspecting routes/{file}");
         let file = file.to_string();
-        self.call(Purpose::Tooling, label, move |router, store| {
-            Box::pin(async move {
-                router
-                    .filerouter_sandbox_guest()
-                    .call_inspect_route(store, &file)
-                    .await
+        let mut inspection = self
+            .call(Purpose::Tooling, label, move |router, store| {
+                Box::pin(async move {
+                    router
+                        .filerouter_sandbox_guest()
+                        .call_inspect_route(store, &file)
+                        .await
+                        .map(Ok)
+                })
             })
-        })
-        .await
+            .await?;
+        if let Err(error) = inspection.handlers {
+            inspection.handlers = Err(redacted(&self.inner.declared, error));
+        }
+        Ok(inspection)
     }
 
     /// Evaluate `config.py`'s source in the guest; the settings come back as JSON text.
@@ -453,9 +516,17 @@ impl Sandbox {
         let (queue, time) = match purpose {
             Purpose::Request => (self.inner.queue.clone(), self.inner.limits.time()),
             Purpose::Tooling => (self.inner.queue.scheduler().tooling(), TOOLING_TIME),
+            Purpose::Startup => {
+                let request = self.inner.limits.time();
+                let time = TimeLimits {
+                    cpu: request.cpu.max(TOOLING_TIME.cpu),
+                    wall: request.wall.max(TOOLING_TIME.wall),
+                };
+                (self.inner.queue.scheduler().tooling(), time)
+            }
         };
         let environment = match purpose {
-            Purpose::Request => self.inner.environment.clone(),
+            Purpose::Request | Purpose::Startup => self.inner.environment.clone(),
             Purpose::Tooling => self.inner.declared.clone(),
         };
         let turn = queue.turn().await.map_err(SandboxError::Busy)?;

@@ -3,8 +3,9 @@
 //! `plugins`, calls into the project's plugins (`crate::plugins`); and `stdlib`, the standard
 //! library's compiled modules (`super::stdlib`); and `passwords`, password hashing at native
 //! speed (`crate::passwords`); and `environment`, the settings and secrets the operator gives
-//! (`crate::environment`). Each impl here only adapts the generated trait to the service's
-//! own module.
+//! (`crate::environment`); and `background`, which sends a request's response before its
+//! background tasks run (`super::Sandbox::handle`). Each impl here only adapts the generated
+//! trait to the service's own module.
 //!
 //! These are the only calls out of the sandbox besides WASI's clock, randomness and stdio.
 
@@ -13,7 +14,7 @@ use std::time::Duration;
 use super::{
     CallState,
     bindings::filerouter::sandbox::{
-        environment, kv, passwords, plugins, sql, stdlib, types, upstream,
+        background, environment, kv, passwords, plugins, sql, stdlib, types, upstream,
     },
 };
 use crate::{
@@ -233,6 +234,17 @@ impl upstream::Host for CallState {
                 body: br#"{"detail":"Internal Server Error"}"#.to_vec(),
                 host_body: false,
             },
+        }
+    }
+}
+
+impl background::Host for CallState {
+    /// Hands a request's response to [`super::Sandbox::handle`], which answers with it while
+    /// the call goes on to run the background tasks.
+    fn respond(&mut self, response: HttpResponse) -> bool {
+        match self.early.take() {
+            Some(sender) => sender.send(response).is_ok(),
+            None => false,
         }
     }
 }

@@ -9,11 +9,12 @@
 use std::{path::Path, time::SystemTime};
 
 use crate::{
-    app::{App, Loaded, Mode},
+    app::{App, Loaded},
     cache::{self, CacheKey},
     config::Settings,
     data::Data,
     environment::Environment,
+    mode::Mode,
     project::Project,
     sandbox::{
         Limits, Sandbox,

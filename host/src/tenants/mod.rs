@@ -51,7 +51,8 @@ use crate::{
     environment::{EnvironmentError, Sources},
     regular_file::FileError,
     request_body::BodyBudget,
-    router::{self, Body},
+    response::{self, Body},
+    router,
     sandbox::{Limits, engine::SandboxEngine},
     scheduler::{Queue, QueueConfig, Scheduler},
 };
@@ -396,12 +397,12 @@ impl Tenants {
             Ok(host) => host,
             Err(e) => {
                 tracing::debug!("refused a request from {peer}: {e}");
-                return router::json(StatusCode::BAD_REQUEST, r#"{"detail":"Bad Request"}"#);
+                return response::json(StatusCode::BAD_REQUEST, r#"{"detail":"Bad Request"}"#);
             }
         };
         let directory = self.inner.directory.load_full();
         let Some(tenant) = directory.find(&host).cloned() else {
-            return router::json(StatusCode::NOT_FOUND, r#"{"detail":"Unknown host"}"#);
+            return response::json(StatusCode::NOT_FOUND, r#"{"detail":"Unknown host"}"#);
         };
         drop(directory);
         // An absolute-form target decided the tenant: the handler sees that host, never the
@@ -421,7 +422,7 @@ impl Tenants {
                     .await
             }
             Err(wait) => {
-                let mut response = router::json(
+                let mut response = response::json(
                     StatusCode::SERVICE_UNAVAILABLE,
                     r#"{"detail":"Service Unavailable"}"#,
                 );
@@ -576,6 +577,20 @@ impl Tenants {
                 "the cache's native code does not fit this machine; recompiled it from the baked component"
             );
         }
+        // The project's start-up hook (`startup.py`), at every load, before its first request.
+        let current = loaded.app.current();
+        match crate::startup::run(&current.sandbox, &current.project.root_files).await {
+            Ok(_) => {}
+            Err(crate::sandbox::SandboxError::Busy(rejected)) => {
+                return Err(LoadFailure::Unavailable(format!("startup.py: {rejected}")));
+            }
+            Err(error) => {
+                let failure = crate::startup::failure_of(error);
+                crate::startup::log(&failure);
+                return Err(LoadFailure::Refused(crate::startup::describe(&failure)));
+            }
+        }
+        drop(current);
         tenant.metrics.loads.fetch_add(1, Ordering::Relaxed);
         tracing::info!(
             "loaded {} routes (build of {}) in {:.0} ms",

@@ -1,4 +1,4 @@
-// filerouter /docs: filtering, method chips, theme toggle and "try it" forms.
+// filerouter /docs: filtering, method chips, theme toggle, the Authorize dialog and "try it" forms.
 // The page is complete without this script; it only adds behaviour.
 (function () {
   "use strict";
@@ -86,6 +86,122 @@
   openHash();
   apply();
 
+  // Authorize: credentials per security scheme ({in, key, value}), kept for this tab only, and
+  // sent by "try it" with the operations whose data-security names the scheme.
+  var AUTH = "filerouter-auth";
+  var auth = {};
+  try { auth = JSON.parse(sessionStorage.getItem(AUTH) || "{}") || {}; } catch (e) { auth = {}; }
+  var dialog = $("#auth-dialog");
+  var authorize = $("#authorize");
+
+  function needs(form) {
+    try { return JSON.parse(form.dataset.security || "[]"); } catch (e) { return []; }
+  }
+
+  function setCookie(credential, remove) {
+    document.cookie = credential.key + "=" + (remove ? "" : encodeURIComponent(credential.value)) +
+      "; path=/; SameSite=Strict" + (remove ? "; max-age=0" : "");
+  }
+
+  function refreshAuth() {
+    var names = Object.keys(auth);
+    if (authorize) {
+      authorize.classList.toggle("on", names.length > 0);
+      authorize.title = names.length ? "Authorized: " + names.join(", ") : "Credentials that Try it sends";
+    }
+    $$("form.scheme").forEach(function (form) {
+      $(".auth-state", form).textContent = auth[form.dataset.scheme] ? "authorized" : "";
+    });
+    $$("form.try").forEach(function (form) {
+      var note = $(".auth-note", form);
+      if (!note) return;
+      var needed = needs(form);
+      var have = needed.filter(function (name) { return auth[name]; });
+      note.textContent = have.length
+        ? "Sends the credentials of " + have.join(", ") + " (Authorize, at the top, to change them)."
+        : "Requires " + needed.join(" or ") + ": not authorized yet (Authorize, at the top).";
+    });
+  }
+
+  function saveAuth() {
+    try { sessionStorage.setItem(AUTH, JSON.stringify(auth)); } catch (e) { /* private mode: this page only */ }
+    refreshAuth();
+    $$("form.try").forEach(function (form) { form.dispatchEvent(new Event("input")); });
+  }
+
+  if (authorize && dialog) {
+    authorize.addEventListener("click", function () {
+      if (typeof dialog.showModal === "function") dialog.showModal(); else dialog.setAttribute("open", "");
+    });
+    $$(".auth-close", dialog).forEach(function (button) {
+      button.addEventListener("click", function () {
+        if (typeof dialog.close === "function") dialog.close(); else dialog.removeAttribute("open");
+      });
+    });
+  }
+
+  $$("form.scheme").forEach(function (form) {
+    var error = $(".auth-error", form);
+    var name = form.dataset.scheme;
+    var value = function (field) { var input = form.elements[field]; return input ? input.value.trim() : ""; };
+    function fail(message) { error.hidden = false; error.textContent = message; }
+    function done(credential) {
+      if (auth[name] && auth[name]["in"] === "cookie") setCookie(auth[name], true);
+      auth[name] = credential;
+      if (credential["in"] === "cookie") setCookie(credential, false);
+      saveAuth();
+    }
+    form.addEventListener("submit", function (e) {
+      e.preventDefault();
+      error.hidden = true;
+      var type = form.dataset.type, scheme = form.dataset.httpScheme;
+      if (type === "apiKey") {
+        if (!value("token")) return fail("Fill in the key.");
+        return done({ "in": form.dataset["in"], key: form.dataset.key, value: value("token") });
+      }
+      if (type === "http" && scheme === "basic") {
+        if (!value("username")) return fail("Fill in the username and password.");
+        var pair = value("username") + ":" + form.elements.password.value;
+        return done({ "in": "header", key: "Authorization", value: "Basic " + btoa(unescape(encodeURIComponent(pair))) });
+      }
+      if (type === "http" && scheme !== "bearer") {
+        if (!value("token")) return fail("Fill in the credentials.");
+        return done({ "in": "header", key: "Authorization", value: scheme.charAt(0).toUpperCase() + scheme.slice(1) + " " + value("token") });
+      }
+      if (value("token")) return done({ "in": "header", key: "Authorization", value: "Bearer " + value("token") });
+      if (!form.dataset.tokenUrl) return fail("Fill in the token.");
+      if (!value("username")) return fail("Fill in the username and password, or a token.");
+      // OAuth2's password flow: trade them for a token at the scheme's token URL.
+      var body = new URLSearchParams();
+      body.set("grant_type", "password");
+      body.set("username", value("username"));
+      body.set("password", form.elements.password.value);
+      var scopes = $$('input[name="scope"]:checked', form).map(function (c) { return c.value; });
+      if (scopes.length) body.set("scope", scopes.join(" "));
+      var url = new URL(form.dataset.tokenUrl, location.origin + "/").href;
+      fetch(url, { method: "POST", headers: { accept: "application/json" }, body: body }).then(function (response) {
+        return response.text().then(function (text) {
+          var data = null;
+          try { data = JSON.parse(text); } catch (e) { /* not JSON */ }
+          if (!response.ok || !data || typeof data.access_token !== "string") {
+            var detail = data && data.detail !== undefined
+              ? (typeof data.detail === "string" ? data.detail : JSON.stringify(data.detail)) : text;
+            return fail("The token URL answered " + response.status + ": " + detail);
+          }
+          done({ "in": "header", key: "Authorization", value: "Bearer " + data.access_token });
+        });
+      }).catch(function (err) { fail("The token request failed: " + err.message); });
+    });
+    $(".auth-clear", form).addEventListener("click", function () {
+      if (auth[name] && auth[name]["in"] === "cookie") setCookie(auth[name], true);
+      delete auth[name];
+      form.reset();
+      error.hidden = true;
+      saveAuth();
+    });
+  });
+  refreshAuth();
+
   // Try it.
   function encodePath(value, catchAll) {
     if (!catchAll) return encodeURIComponent(value);
@@ -120,19 +236,32 @@
         values.forEach(function (v) { query.push(encodeURIComponent(name) + "=" + encodeURIComponent(v)); });
       }
     });
+    // The credentials of the schemes the operation requires, when authorized; a header the
+    // form sets itself wins.
+    var cookies = [];
+    needs(form).forEach(function (name) {
+      var credential = auth[name];
+      if (!credential) return;
+      var where = credential["in"];
+      var taken = Object.keys(headers).some(function (h) { return h.toLowerCase() === credential.key.toLowerCase(); });
+      if (where === "header" && !taken) headers[credential.key] = credential.value;
+      else if (where === "query") query.push(encodeURIComponent(credential.key) + "=" + encodeURIComponent(credential.value));
+      else if (where === "cookie") cookies.push(credential.key + "=" + encodeURIComponent(credential.value));
+    });
     var bodyField = $("textarea[name=body]", form);
     var body = bodyField ? bodyField.value.trim() : "";
     var type = (bodyField && bodyField.dataset.contentType) || "application/json";
     if (body && !error && type.indexOf("json") !== -1) {
       try { JSON.parse(body); } catch (e) { error = { message: "The body is not valid JSON: " + e.message, field: bodyField }; }
     }
-    return { method: method, url: path + (query.length ? "?" + query.join("&") : ""), body: body || null, type: type, headers: headers, error: error };
+    return { method: method, url: path + (query.length ? "?" + query.join("&") : ""), body: body || null, type: type, headers: headers, cookies: cookies, error: error };
   }
 
   function curl(req) {
     var quote = function (s) { return "'" + s.replace(/'/g, "'\\''") + "'"; };
     var cmd = "curl -X " + req.method + " " + quote(location.origin + req.url);
     Object.keys(req.headers || {}).forEach(function (name) { cmd += " -H " + quote(name + ": " + req.headers[name]); });
+    if (req.cookies && req.cookies.length) cmd += " -b " + quote(req.cookies.join("; "));
     if (req.body) cmd += " -H " + quote("content-type: " + req.type) + " -d " + quote(req.body);
     return cmd;
   }

@@ -1,0 +1,184 @@
+//! The request path imports one way (issue 25): no module between the socket and the sandbox
+//! imports a module that imports it back, directly or through others.
+//!
+//! Read from the source, not run: every `crate::name` a module of `host/src/` mentions outside
+//! comments and its `#[cfg(test)] mod tests` is an import of the top-level module `name`. Not
+//! checked: the sandbox's own circle with the plugins and `config.py` (`sandbox`, `plugins`,
+//! `config`), which the request path calls into but which never import it back.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::Path,
+};
+
+/// The modules a request passes through, and those they use to answer it.
+const REQUEST_PATH: [&str; 18] = [
+    "server",
+    "http_checks",
+    "site",
+    "tenants",
+    "admin",
+    "router",
+    "app",
+    "mode",
+    "error_page",
+    "public",
+    "request_body",
+    "response",
+    "response_body",
+    "write_timeout",
+    "project",
+    "catalog",
+    "docs",
+    "routes",
+];
+
+/// Top-level module -> the top-level modules it imports.
+type Graph = BTreeMap<String, BTreeSet<String>>;
+
+fn graph() -> Graph {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut graph = Graph::new();
+    let mut stack = vec![src.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let relative = path.strip_prefix(&src).unwrap();
+            let top = relative
+                .components()
+                .next()
+                .unwrap()
+                .as_os_str()
+                .to_string_lossy()
+                .trim_end_matches(".rs")
+                .to_string();
+            if top == "main" || top == "lib" {
+                continue;
+            }
+            let source = std::fs::read_to_string(&path).unwrap();
+            let deps = graph.entry(top.clone()).or_default();
+            for dep in imports(&code_of(&source)) {
+                if dep != top {
+                    deps.insert(dep);
+                }
+            }
+        }
+    }
+    graph
+}
+
+/// `source` without comment lines and without its test module.
+fn code_of(source: &str) -> String {
+    let mut kept = Vec::new();
+    let mut lines = source.lines().peekable();
+    while let Some(line) = lines.next() {
+        let trimmed = line.trim_start();
+        if trimmed == "#[cfg(test)]"
+            && lines
+                .peek()
+                .is_some_and(|next| next.trim_start().starts_with("mod "))
+        {
+            break;
+        }
+        if !trimmed.starts_with("//") {
+            kept.push(line);
+        }
+    }
+    kept.join("\n")
+}
+
+/// The top-level modules `code` names after `crate::`, in paths and in `use crate::{...}`.
+fn imports(code: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    for (at, _) in code.match_indices("crate::") {
+        let rest = &code[at + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            // The items of the group, at its top level: `app::{App, Loaded}, mode::Mode, ...`.
+            let mut depth = 0;
+            let mut item_start = true;
+            for (i, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => item_start = true,
+                    c if item_start && (c.is_alphanumeric() || c == '_') => {
+                        found.insert(identifier(&group[i..]));
+                        item_start = false;
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            let name = identifier(rest);
+            if !name.is_empty() {
+                found.insert(name);
+            }
+        }
+    }
+    found
+}
+
+fn identifier(text: &str) -> String {
+    text.chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect()
+}
+
+/// A way from `from` back to `to` through `graph`, if there is one.
+fn way_back(graph: &Graph, from: &str, to: &str) -> Option<Vec<String>> {
+    let mut seen = BTreeSet::new();
+    let mut stack = vec![vec![from.to_string()]];
+    while let Some(way) = stack.pop() {
+        let last = way.last().unwrap();
+        for next in graph.get(last).into_iter().flatten() {
+            if next == to {
+                let mut found = way.clone();
+                found.push(next.clone());
+                return Some(found);
+            }
+            if seen.insert(next.clone()) {
+                let mut longer = way.clone();
+                longer.push(next.clone());
+                stack.push(longer);
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn no_module_on_the_request_path_imports_one_that_imports_it_back() {
+    let graph = graph();
+    for module in REQUEST_PATH {
+        assert!(graph.contains_key(module), "no module {module} in host/src");
+    }
+    let circles: Vec<String> = REQUEST_PATH
+        .iter()
+        .filter_map(|module| way_back(&graph, module, module))
+        .map(|way| way.join(" -> "))
+        .collect();
+    assert!(
+        circles.is_empty(),
+        "imports that come back:\n  {}",
+        circles.join("\n  ")
+    );
+}
+
+#[test]
+fn the_reader_sees_the_imports_it_must() {
+    let code = code_of(
+        "//! crate::doc_only\nuse crate::{\n    app::{App, Loaded},\n    mode::Mode,\n    response::{self, Body},\n};\nfn f() { crate::router::respond(); }\n// crate::commented\n#[cfg(test)]\nmod tests { use crate::tested; }\n",
+    );
+    assert_eq!(
+        imports(&code).into_iter().collect::<Vec<_>>(),
+        ["app", "mode", "response", "router"]
+    );
+}
