@@ -125,6 +125,14 @@ class SecurityBase:
         if self.auto_error:
             raise self.make_not_authenticated_error()
 
+    def _authorization(self, request: Request) -> str | None:
+        """The whole `Authorization` header; without one, [`_refuse`]'s answer."""
+        authorization = request.headers.get("authorization")
+        if not authorization:
+            self._refuse()
+            return None
+        return authorization
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(scheme_name={self.scheme_name!r})"
 
@@ -251,11 +259,7 @@ class OAuth2(SecurityBase):
         return self._described({"type": "oauth2", "flows": self.flows})
 
     async def __call__(self, request: Request) -> str | None:
-        authorization = request.headers.get("authorization")
-        if not authorization:
-            self._refuse()
-            return None
-        return authorization
+        return self._authorization(request)
 
 
 def _flow(scopes: dict[str, str] | None, **urls: str | None) -> dict[str, Any]:
@@ -348,11 +352,7 @@ class OpenIdConnect(SecurityBase):
         return self._described({"type": "openIdConnect", "openIdConnectUrl": self.url})
 
     async def __call__(self, request: Request) -> str | None:
-        authorization = request.headers.get("authorization")
-        if not authorization:
-            self._refuse()
-            return None
-        return authorization
+        return self._authorization(request)
 
 
 class APIKeyBase(SecurityBase):
