@@ -6,9 +6,13 @@
 //! 2. a private virtual environment under `target/guest-tools/`, created on first use with
 //!    `python3 -m venv` and `pip install componentize-py==VERSION` (needs Python 3 and PyPI).
 //!
-//! The result is zstd-compressed into `OUT_DIR/guest.wasm.zst`, and its SHA-256 is exported as
-//! `FILEROUTER_GUEST_SHA256`. Built components are kept in `target/guest-tools/built/` keyed by
-//! the hash of every input, so switching profiles does not rebuild them.
+//! componentize-py's component is dynamically linked (fourteen core modules wired together at
+//! every instantiation); [`filerouter_guest_link::link`] (the `linker/` crate) then links it
+//! statically into one code module beside a data module, with the same WIT world, or fails the
+//! build naming the convention it did not find. The result is zstd-compressed into
+//! `OUT_DIR/guest.wasm.zst`, and its SHA-256 is exported as `FILEROUTER_GUEST_SHA256`. Built
+//! components are kept in `target/guest-tools/built/` keyed by the hash of every input (the
+//! linked one also by the linker's version), so switching profiles does not rebuild them.
 //!
 //! The same componentize-py also compiles its standard library to code objects
 //! (`host/stdlib.py`, see [`stdlib`]) into `OUT_DIR/stdlib.bin.zst`, once per componentize-py
@@ -86,7 +90,21 @@ fn main() {
         fs::rename(&tmp, &built).expect("store built guest");
     }
 
-    let wasm = fs::read(&built).expect("read built guest");
+    let linked = built_dir.join(format!(
+        "guest-{}-linked-{}.wasm",
+        &input_hash[..16],
+        filerouter_guest_link::VERSION
+    ));
+    if !linked.exists() {
+        let dynamic = fs::read(&built).expect("read built guest");
+        let wasm = filerouter_guest_link::link(&dynamic)
+            .unwrap_or_else(|e| panic!("link the guest statically: {e}"));
+        let tmp = linked.with_extension("wasm.tmp");
+        fs::write(&tmp, wasm).expect("write the linked guest");
+        fs::rename(&tmp, &linked).expect("store the linked guest");
+    }
+
+    let wasm = fs::read(&linked).expect("read the linked guest");
     let sha = hex::encode(Sha256::digest(&wasm));
     let compressed = zstd::encode_all(&wasm[..], 9).expect("compress guest");
     fs::write(out.join("guest.wasm.zst"), compressed).expect("write guest.wasm.zst");

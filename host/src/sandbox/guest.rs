@@ -48,3 +48,22 @@ pub fn classify_trap(
         SandboxError::Trap(reason)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// What build.rs shipped is the statically linked guest: a handful of module
+    /// instantiations instead of fourteen, a function table of the code module's own that
+    /// wasmtime fills lazily (every segment at a constant offset) instead of thousands of
+    /// entries written into an imported table at every instantiation, and no code that can
+    /// write a table, so no request can leave a table entry for a later one to find.
+    #[test]
+    fn the_shipped_guest_is_statically_linked_with_a_lazily_filled_table() {
+        let wasm = super::wasm().expect("the built-in guest decompresses");
+        let shape = filerouter_guest_link::Shape::of(&wasm).expect("the guest parses");
+        assert!(shape.instantiations <= 6, "{shape:?}");
+        assert!(shape.core_imports < 400, "{shape:?}");
+        assert!(shape.eager_table_entries < 200, "{shape:?}");
+        assert!(shape.lazy_table_entries > 5_000, "{shape:?}");
+        assert_eq!(shape.modules_writing_tables, 0, "{shape:?}");
+    }
+}
