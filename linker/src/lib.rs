@@ -127,10 +127,7 @@ fn table_writers(plan: &plan::Plan<'_>) -> Result<merge::TableWriters, LinkError
             if !imports_main_table.contains(&table_index.unwrap_or(0)) {
                 continue;
             }
-            let count = match &element.items {
-                wasmparser::ElementItems::Functions(f) => f.count(),
-                wasmparser::ElementItems::Expressions(_, e) => e.count(),
-            };
+            let count = module::element_count(&element.items);
             let mut ops = offset_expr.get_operators_reader();
             match (ops.read()?, ops.read()?) {
                 (Operator::I32Const { value }, Operator::End) => {

@@ -183,3 +183,11 @@ pub fn sort_of(ty: &TypeRef) -> Sort {
         TypeRef::Tag(_) => Sort::Tag,
     }
 }
+
+/// How many entries an element segment holds.
+pub fn element_count(items: &wasmparser::ElementItems<'_>) -> u32 {
+    match items {
+        wasmparser::ElementItems::Functions(f) => f.count(),
+        wasmparser::ElementItems::Expressions(_, e) => e.count(),
+    }
+}

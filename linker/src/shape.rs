@@ -6,7 +6,7 @@
 use crate::component::{Component, CoreInstanceDef};
 use crate::error::LinkError;
 use crate::module::ModuleInfo;
-use wasmparser::{ElementItems, ElementKind, Operator};
+use wasmparser::{ElementKind, Operator};
 
 /// Figures that describe the cost of instantiating a component's core part.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -54,10 +54,7 @@ impl Shape {
                 else {
                     continue;
                 };
-                let count = match &element.items {
-                    ElementItems::Functions(f) => f.count() as usize,
-                    ElementItems::Expressions(_, e) => e.count() as usize,
-                };
+                let count = crate::module::element_count(&element.items) as usize;
                 entries += count;
                 let constant = matches!(
                     offset_expr
