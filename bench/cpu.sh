@@ -18,7 +18,11 @@
 # kernel reports to wasmtime's own query (PAGEMAP_SCAN on the server's pagemap: written, not a
 # file page, not the zero page); without it (the -copy row, and the previous binary, whose
 # wasmtime 48 ran with pagemap_scan off), the first 32 MiB of the slot, written or not.
-# Knobs: DURATION (10s), CONNS (32), RUNS (3: the median is printed), ENDPOINTS.
+# Then one connection at a time (wrk -t1 -c1 --latency for DURATION on the same server): the
+# latency a lone client sees, p50 and p99, which hand-offs between threads add to, beside CPU.
+# Knobs: DURATION (10s), CONNS (32), RUNS (3: the median is printed), ENDPOINTS, PREV_RESET
+# (copy: the previous binary resets slots by a copy, as builds before wasmtime 50 did; scan: by
+# PAGEMAP_SCAN, as every build since).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
@@ -135,7 +139,7 @@ measure() { # label command...
     if [[ "$label" == filerouter* ]]; then
       start "$@"
       wrk -t1 -c1 -d3s "http://127.0.0.1:$PORT$path" >/dev/null
-      restored="$(restored_pages "$SERVER" "$([[ "$label" == *-copy || "$label" == *-previous ]] && echo copy || echo scan)")"
+      restored="$(restored_pages "$SERVER" "$([[ "$label" == *-copy || ( "$label" == *-previous && "${PREV_RESET:-copy}" == copy ) ]] && echo copy || echo scan)")"
       stop
     fi
     start "$@"
@@ -148,8 +152,14 @@ measure() { # label command...
       n="$(awk '/requests in/{print $1}' "$OUT/wrk.txt")"
       rps="$(awk '/Requests\/sec/{print $2}' "$OUT/wrk.txt")"
       errors="$(awk '/Non-2xx/{n+=$NF} /Socket errors/{gsub(/,/,""); n+=$4+$6+$8+$10} END{print n+0}' "$OUT/wrk.txt")"
-      echo "$label $path $n $rps $((t1 - t0)) $((mi1 - mi0)) $((ma1 - ma0)) $restored $errors"
+      echo "$label $path $n $rps $((t1 - t0)) $((mi1 - mi0)) $((ma1 - ma0)) $restored $errors" >> "$OUT/cpu.txt"
     done
+    wrk -t1 -c1 -d"$DURATION" --latency "http://127.0.0.1:$PORT$path" > "$OUT/one.txt"
+    local p50 p99
+    p50="$(awk '$1 == "50%" {print $2}' "$OUT/one.txt")"
+    p99="$(awk '$1 == "99%" {print $2}' "$OUT/one.txt")"
+    sed "s|\$| $p50 $p99|" "$OUT/cpu.txt"
+    rm -f "$OUT/cpu.txt"
     stop
   done
 }
@@ -172,14 +182,20 @@ import statistics, sys
 ticks = int(sys.argv[2])
 rows = {}
 for line in open(sys.argv[1]):
-    label, path, n, rps, cpu, minflt, majflt, restored, errors = line.split()
+    label, path, n, rps, cpu, minflt, majflt, restored, errors, p50, p99 = line.split()
     rows.setdefault((label, path), []).append(
-        (float(rps), int(cpu) / ticks * 1000 / int(n), int(minflt) / int(n), int(majflt) / int(n), restored, int(errors)))
-print("| server | endpoint | req/s | CPU ms / request | minor faults / request | major faults / request | pages restored / request | errors |")
-print("|---|---|---|---|---|---|---|---|")
+        (float(rps), int(cpu) / ticks * 1000 / int(n), int(minflt) / int(n), int(majflt) / int(n), restored, int(errors), p50, p99))
+def ms(text):
+    # wrk's units: us, ms, s
+    for unit, scale in (("us", 0.001), ("ms", 1.0), ("s", 1000.0)):
+        if text.endswith(unit):
+            return f"{float(text[: -len(unit)]) * scale:.2f}"
+    return text
+print("| server | endpoint | req/s | CPU ms / request | minor faults / request | major faults / request | pages restored / request | errors | one connection p50 / p99 ms |")
+print("|---|---|---|---|---|---|---|---|---|")
 for (label, path), runs in rows.items():
     med = lambda i: statistics.median(r[i] for r in runs)
     restored = runs[0][4]
     restored = f"{int(restored):,}" if restored != "-" else "-"
-    print(f"| {label} | GET {path} | {med(0):,.0f} | {med(1):.3f} | {med(2):.2f} | {med(3):.3f} | {restored} | {sum(r[5] for r in runs)} |")
+    print(f"| {label} | GET {path} | {med(0):,.0f} | {med(1):.3f} | {med(2):.2f} | {med(3):.3f} | {restored} | {sum(r[5] for r in runs)} | {ms(runs[0][6])} / {ms(runs[0][7])} |")
 PY
