@@ -29,7 +29,7 @@ pub use merge::MergeStats;
 pub use shape::Shape;
 
 use component::{CoreInstanceDef, Sort};
-use wasmparser::{ElementKind, Operator, Validator, WasmFeatures};
+use wasmparser::{ElementKind, Validator, WasmFeatures};
 
 /// The linker's version. Bump it on any change that changes the output: the build's cache
 /// key for the linked guest includes it.
@@ -128,13 +128,12 @@ fn table_writers(plan: &plan::Plan<'_>) -> Result<merge::TableWriters, LinkError
                 continue;
             }
             let count = module::element_count(&element.items);
-            let mut ops = offset_expr.get_operators_reader();
-            match (ops.read()?, ops.read()?) {
-                (Operator::I32Const { value }, Operator::End) => {
+            match module::constant_offset(offset_expr)? {
+                Some(value) => {
                     let start = value as u32;
                     writers.ranges.push(start..start.saturating_add(count));
                 }
-                _ => writers.dynamic = true,
+                None => writers.dynamic = true,
             }
         }
     }

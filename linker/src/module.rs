@@ -191,3 +191,13 @@ pub fn element_count(items: &wasmparser::ElementItems<'_>) -> u32 {
         wasmparser::ElementItems::Expressions(_, e) => e.count(),
     }
 }
+
+/// The value of a segment offset that is a single `i32.const`, or `None` for any other
+/// expression (a `global.get`, extended-const arithmetic).
+pub fn constant_offset(expr: &wasmparser::ConstExpr<'_>) -> Result<Option<i32>, LinkError> {
+    let mut ops = expr.get_operators_reader();
+    Ok(match (ops.read()?, ops.read()?) {
+        (wasmparser::Operator::I32Const { value }, wasmparser::Operator::End) => Some(value),
+        _ => None,
+    })
+}

@@ -6,7 +6,7 @@
 use crate::component::{Component, CoreInstanceDef};
 use crate::error::LinkError;
 use crate::module::ModuleInfo;
-use wasmparser::{ElementKind, Operator};
+use wasmparser::ElementKind;
 
 /// Figures that describe the cost of instantiating a component's core part.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -56,14 +56,7 @@ impl Shape {
                 };
                 let count = crate::module::element_count(&element.items) as usize;
                 entries += count;
-                let constant = matches!(
-                    offset_expr
-                        .get_operators_reader()
-                        .into_iter()
-                        .next()
-                        .transpose()?,
-                    Some(Operator::I32Const { .. })
-                ) && offset_expr.get_operators_reader().into_iter().count() == 2;
+                let constant = crate::module::constant_offset(offset_expr)?.is_some();
                 if table_index.unwrap_or(0) < imported_tables || !constant {
                     lazy = false;
                 }
