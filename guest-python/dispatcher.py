@@ -9,12 +9,14 @@ runs in a fresh instance made from that snapshot.
 import inspect
 import os
 import random
+import sys
 
 # First: it puts the standard library set into the snapshot, and imports the sandbox's `sqlite3`
 # before anything else (filerouter.db) imports the standard library's by that name.
 import preload  # noqa: F401, I001
 
 import describe
+import immortal
 import importing
 import lifecycle
 import nonetwork  # noqa: F401  (network errors that say there is no network)
@@ -28,6 +30,7 @@ from filerouter import environment
 from filerouter.exceptions import NoHandlerError, ProjectCodeError
 from filerouter.requests import Request
 from wit_world import exports
+from wit_world.imports import snapshot
 from wit_world.imports.types import (
     HttpResponse,
     ParamValue_Segments,
@@ -154,6 +157,8 @@ class Guest(exports.Guest):
             warmup.run(_to_wit)
         except Exception:  # noqa: BLE001
             pass
+        # Last: what the host makes immortal before it takes the snapshot.
+        immortal.send([sys.modules, importing.hidden()], snapshot.immortal)
 
     def handle(self, request, target, root_files):
         _start_instance()

@@ -273,6 +273,9 @@ def after_stdlib():
 
 _HIDE = ()
 _hidden = False
+# The modules `hide()` took out of `sys.modules`, by name: still the guest's, only not route
+# code's (`immortal` walks them with `sys.modules`).
+_HIDDEN_MODULES = {}
 
 
 def seal():
@@ -301,4 +304,11 @@ def hide():
         return
     _hidden = True
     for name in _HIDE:
-        sys.modules.pop(name, None)
+        module = sys.modules.pop(name, None)
+        if module is not None:
+            _HIDDEN_MODULES[name] = module
+
+
+def hidden():
+    """The guest's internal modules that `hide()` took out of `sys.modules`, by name."""
+    return _HIDDEN_MODULES

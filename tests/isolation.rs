@@ -236,3 +236,157 @@ fn a_bad_pagemap_setting_stops_the_server_with_its_name() {
         "{err}"
     );
 }
+
+/// Wasm state outside the heap's objects: the allocator's position and the memory's size (a
+/// request that grows memory by 128 MiB), and the stack pointer and call stack (a request that
+/// traps deep in a recursion, "call stack exhausted"). Python cannot read a wasm global, but
+/// where the next allocations land shows both: a request after either answers with exactly
+/// the addresses a request of a fresh server answers with. (No module of the statically linked
+/// guest writes a function table, which `sandbox::guest`'s tests check, so there is no table
+/// entry for a request to leave.)
+const STATE: &str = r#"
+import sys
+
+
+class Deep:
+    """repr() of a Deep of depth n recurses n times through C (repr) and Python (__repr__)."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __repr__(self):
+        return "x" if self.n == 0 else "(" + repr(Deep(self.n - 1)) + ")"
+
+
+def GET(request, mode: str = "look"):
+    if mode == "grow":
+        blocks = [bytearray(16 << 20) for _ in range(8)]
+        return {"grown": sum(len(b) for b in blocks)}
+    if mode == "trap":
+        sys.setrecursionlimit(1 << 20)
+        repr(Deep(1 << 17))
+    return {"small": id(object()), "big": id(bytearray(1 << 20)), "list": id([0] * 1000)}
+"#;
+
+#[test]
+fn no_request_sees_the_memory_size_or_stack_an_earlier_one_left() {
+    let project = Project::new(&[
+        ("routes/state/route.py", STATE),
+        (
+            "config.py",
+            "server = {\"workers\": 2}\nsandbox = {\"memory_mb\": 256}\n",
+        ),
+    ]);
+    let (code, out, err) = support::run(
+        &["build", "--project", project.path().to_str().unwrap()],
+        project.path(),
+    );
+    assert_eq!(code, 0, "build failed:\n{out}\n{err}");
+    let server = Server::run(&project, &[]);
+    let look = || {
+        let response = server.get("/state");
+        assert_eq!(response.status(), 200);
+        json(response)
+    };
+    let fresh = look();
+    assert!(fresh["big"].as_u64().unwrap() > 0, "{fresh}");
+    for round in 0..3 {
+        let grown = server.get("/state?mode=grow");
+        assert_eq!(grown.status(), 200, "round {round}: growing memory failed");
+        assert_eq!(look(), fresh, "round {round}: after memory grew by 128 MiB");
+        let trapped = server.get("/state?mode=trap");
+        assert_eq!(
+            trapped.status(),
+            500,
+            "round {round}: the deep recursion did not trap"
+        );
+        assert_eq!(
+            look(),
+            fresh,
+            "round {round}: after a trap deep in the stack"
+        );
+    }
+    assert!(
+        server.log().contains("call stack exhausted"),
+        "the trap was not the stack's:\n{}",
+        server.log()
+    );
+}
+
+/// The build makes the snapshot's objects immortal (`guest-python/immortal.py`), so requests
+/// that read them stop writing their reference counts. Route code cannot tell, except where a
+/// finalizer is concerned: objects with one stay mortal, and it runs when a request drops the
+/// last reference, as it would without a snapshot. What a request replaces is back for the next.
+const IMMORTAL: &str = r#"
+import gc
+import sys
+
+DROPPED = []
+
+
+class Finalized:
+    def __del__(self):
+        DROPPED.append("finalized")
+
+
+def helper():
+    return 1
+
+
+def numbers():
+    yield 1
+
+
+HELD = Finalized()
+TABLE = {"a": [1, 2, 3]}
+GEN = numbers()
+
+
+def GET(request, drop: int = 0):
+    global HELD, TABLE
+    report = {
+        "function": sys._is_immortal(helper),
+        "table": sys._is_immortal(TABLE),
+        "list": sys._is_immortal(TABLE["a"]),
+        "module": sys._is_immortal(globals()),
+        "finalized": sys._is_immortal(HELD),
+        "generator": sys._is_immortal(GEN),
+        "frozen": gc.get_freeze_count() > 0,
+        "table_now": TABLE,
+        "dropped": list(DROPPED),
+    }
+    if drop:
+        HELD = None
+        TABLE = {"b": [4]}
+        TABLE["b"].append(5)
+        report["dropped_now"] = list(DROPPED)
+    return report
+"#;
+
+#[test]
+fn snapshot_objects_are_immortal_and_finalizers_still_run() {
+    let project = Project::new(&[("routes/immortal/route.py", IMMORTAL)]);
+    let (code, out, err) = support::run(
+        &["build", "--project", project.path().to_str().unwrap()],
+        project.path(),
+    );
+    assert_eq!(code, 0, "build failed:\n{out}\n{err}");
+    let server = Server::run(&project, &[]);
+    for round in 0..3 {
+        let before = json(server.get("/immortal"));
+        for name in ["function", "table", "list", "module", "frozen"] {
+            assert_eq!(before[name], true, "round {round}: {name}: {before}");
+        }
+        for name in ["finalized", "generator"] {
+            assert_eq!(before[name], false, "round {round}: {name}: {before}");
+        }
+        assert_eq!(before["table_now"], serde_json::json!({"a": [1, 2, 3]}));
+        assert_eq!(before["dropped"], serde_json::json!([]), "round {round}");
+        let dropping = json(server.get("/immortal?drop=1"));
+        assert_eq!(
+            dropping["dropped_now"],
+            serde_json::json!(["finalized"]),
+            "round {round}: the finalizer did not run when the request dropped the object"
+        );
+    }
+}

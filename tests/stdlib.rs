@@ -111,6 +111,7 @@ const INTERNAL: &[&str] = &[
     "pages",
     "project",
     "warmup",
+    "immortal",
     "docstrings",
     "nossl",
     "importing",

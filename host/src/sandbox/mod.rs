@@ -119,6 +119,9 @@ struct CallState {
     /// What `config.py` declares for route code, with the operator's values in a request's
     /// call only (`filerouter.env`, `os.environ`).
     environment: Environment,
+    /// While `bake` runs: the objects the guest listed to make immortal (`snapshot.immortal`),
+    /// as (address, type address) pairs, flat. None in every other call, which ignores them.
+    immortal: Option<Vec<u32>>,
 }
 
 impl CallState {
@@ -134,6 +137,7 @@ impl CallState {
             plugins: crate::plugins::Session::default(),
             budget: None,
             environment: Environment::default(),
+            immortal: None,
         }
     }
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use super::{
     CallState,
     bindings::filerouter::sandbox::{
-        background, environment, kv, passwords, plugins, sql, stdlib, types, upstream,
+        background, environment, kv, passwords, plugins, snapshot, sql, stdlib, types, upstream,
     },
 };
 use crate::{
@@ -245,6 +245,16 @@ impl background::Host for CallState {
         match self.early.take() {
             Some(sender) => sender.send(response).is_ok(),
             None => false,
+        }
+    }
+}
+
+impl snapshot::Host for CallState {
+    /// Collects what `bake` lists for [`super::snapshot::make_immortal`]; outside a bake
+    /// there is no list, and nothing happens.
+    fn immortal(&mut self, objects: Vec<u32>) {
+        if let Some(list) = self.immortal.as_mut() {
+            list.extend_from_slice(&objects);
         }
     }
 }

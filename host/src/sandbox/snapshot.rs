@@ -3,6 +3,9 @@
 //!
 //! Production instances are made from that component, so they start with the route modules
 //! already imported, and still fresh: each request gets its own copy of the snapshot.
+//! Before the memory is taken, the objects `bake` lists become immortal ([`make_immortal`]),
+//! so that requests reading them no longer write their reference counts (pages a request
+//! writes are copied back after it: `reset`).
 //! This runs once per build, never while serving.
 
 use std::sync::{Arc, Mutex};
@@ -110,6 +113,8 @@ async fn run_bake(
     // What config.py declares, without values: module-level code that reads a secret fails
     // here, naming its line, instead of baking a value into the snapshot.
     state.environment = declared.without_values();
+    // What `bake` sends to `snapshot.immortal` is kept here.
+    state.immortal = Some(Vec::new());
     let mut store = Store::new(&engine, state);
     store.limiter(|state| &mut state.limits);
     let instance = linker
@@ -135,13 +140,68 @@ async fn run_bake(
         }
         anyhow::bail!(message);
     }
-    Ok(Snapshotter { store, instance })
+    let immortal = store.data_mut().immortal.take().unwrap_or_default();
+    Ok(Snapshotter {
+        store,
+        instance,
+        immortal,
+    })
 }
 
 /// Reads the baked instance's state for component-init-transform.
 struct Snapshotter {
     store: Store<CallState>,
     instance: Instance,
+    /// What `bake` listed to make immortal (see [`make_immortal`]).
+    immortal: Vec<u32>,
+}
+
+/// The export through which component-init-transform reads the instance's linear memory.
+const GET_MEMORY: &str = "component-init-get-memory";
+
+/// CPython 3.14's reference count for an object made immortal at run time on a 32-bit target
+/// (`_Py_IMMORTAL_INITIAL_REFCNT` in `Include/refcount.h`): any count from 2^30 up is immortal.
+const IMMORTAL_REFCNT: u32 = 5 << 28;
+
+/// The largest reference count taken for a live object's. A block the allocator freed holds a
+/// pointer into the heap (above 1 MiB, past the stack) or zero where the count was; no object of
+/// a snapshot is referenced a million times.
+const PLAUSIBLE_REFCNT: std::ops::RangeInclusive<u32> = 1..=(1 << 20) - 1;
+
+/// How many of the listed objects [`make_immortal`] changed, and how many it left alone.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Immortalized {
+    pub written: usize,
+    /// Not where the list said (out of memory, misaligned, another type there now, or a count
+    /// no live object has): left as they were.
+    pub skipped: usize,
+}
+
+/// Write CPython's immortal reference count into every object `objects` lists ((object
+/// address, type address) pairs, flat; `guest-python/immortal.py`) in `memory`, the baked
+/// instance's linear memory as the snapshot will hold it. Each object is checked first: its
+/// type pointer (the word after the count) must still be the listed type and its count one a
+/// live object has, so a stale entry can never turn a freed block's free-list pointer into a
+/// count.
+pub fn make_immortal(memory: &mut [u8], objects: &[u32]) -> Immortalized {
+    let mut done = Immortalized::default();
+    let word = |memory: &[u8], at: usize| -> Option<u32> {
+        let bytes = memory.get(at..at.checked_add(4)?)?;
+        Some(u32::from_le_bytes(bytes.try_into().ok()?))
+    };
+    for pair in objects.chunks_exact(2) {
+        let (address, kind) = (pair[0] as usize, pair[1]);
+        let live = address % 4 == 0
+            && word(memory, address + 4) == Some(kind)
+            && word(memory, address).is_some_and(|count| PLAUSIBLE_REFCNT.contains(&count));
+        if live {
+            memory[address..address + 4].copy_from_slice(&IMMORTAL_REFCNT.to_le_bytes());
+            done.written += 1;
+        } else {
+            done.skipped += 1;
+        }
+    }
+    done
 }
 
 impl Snapshotter {
@@ -176,6 +236,100 @@ impl Invoker for Snapshotter {
         self.call(function).await
     }
     async fn call_list_u8(&mut self, function: &str) -> anyhow::Result<Vec<u8>> {
-        self.call(function).await
+        let mut bytes: Vec<u8> = self.call(function).await?;
+        if function == GET_MEMORY {
+            let done = make_immortal(&mut bytes, &std::mem::take(&mut self.immortal));
+            tracing::debug!(
+                "snapshot: {} objects made immortal, {} left as they were",
+                done.written,
+                done.skipped
+            );
+        }
+        Ok(bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A memory with one "object" at `at`: its count, then its type pointer.
+    fn memory_with(at: usize, count: u32, kind: u32) -> Vec<u8> {
+        let mut memory = vec![0u8; 4096];
+        memory[at..at + 4].copy_from_slice(&count.to_le_bytes());
+        memory[at + 4..at + 8].copy_from_slice(&kind.to_le_bytes());
+        memory
+    }
+
+    fn count_at(memory: &[u8], at: usize) -> u32 {
+        u32::from_le_bytes(memory[at..at + 4].try_into().unwrap())
+    }
+
+    #[test]
+    fn a_live_object_gets_the_immortal_count_and_nothing_else_changes() {
+        let mut memory = memory_with(64, 3, 0x0010_2030);
+        let before = memory.clone();
+        let done = make_immortal(&mut memory, &[64, 0x0010_2030]);
+        assert_eq!(
+            done,
+            Immortalized {
+                written: 1,
+                skipped: 0
+            }
+        );
+        assert_eq!(count_at(&memory, 64), 5 << 28);
+        // CPython's test on a 32-bit target: a count from 2^30 up is immortal.
+        assert!(count_at(&memory, 64) >= 1 << 30);
+        assert_eq!(memory[..64], before[..64]);
+        assert_eq!(memory[68..], before[68..]);
+    }
+
+    #[test]
+    fn stale_or_impossible_entries_are_left_alone() {
+        let kind = 0x0010_2030;
+        for (what, memory, objects) in [
+            // The block was freed: its first word is now the allocator's free-list pointer.
+            (
+                "a free-list pointer",
+                memory_with(64, 0x0012_3450, kind),
+                vec![64, kind],
+            ),
+            ("a zero count", memory_with(64, 0, kind), vec![64, kind]),
+            (
+                "already immortal",
+                memory_with(64, 7 << 28, kind),
+                vec![64, kind],
+            ),
+            (
+                "another type there now",
+                memory_with(64, 2, 0x0010_4000),
+                vec![64, kind],
+            ),
+            ("misaligned", memory_with(64, 2, kind), vec![66, kind]),
+            (
+                "past the memory",
+                memory_with(64, 2, kind),
+                vec![4092, kind],
+            ),
+            (
+                "far past the memory",
+                memory_with(64, 2, kind),
+                vec![u32::MAX, kind],
+            ),
+        ] {
+            let mut after = memory.clone();
+            let done = make_immortal(&mut after, &objects);
+            assert_eq!(done.written, 0, "{what}");
+            assert_eq!(done.skipped, 1, "{what}");
+            assert_eq!(after, memory, "{what}: memory changed");
+        }
+    }
+
+    #[test]
+    fn an_odd_trailing_number_is_ignored() {
+        let mut memory = memory_with(64, 1, 9 << 12);
+        let done = make_immortal(&mut memory, &[64, 9 << 12, 128]);
+        assert_eq!(done.written, 1);
+        assert_eq!(done.skipped, 0);
     }
 }
