@@ -90,14 +90,28 @@ fn main() {
         fs::rename(&tmp, &built).expect("store built guest");
     }
 
+    // `FILEROUTER_LINK_DIRECT_CALLS=off` builds a guest whose trampolines stay indirect: only
+    // to measure what direct calls save (README, Performance); never for a release.
+    println!("cargo:rerun-if-env-changed=FILEROUTER_LINK_DIRECT_CALLS");
+    let options = filerouter_guest_link::Options {
+        direct_calls: !matches!(
+            env::var("FILEROUTER_LINK_DIRECT_CALLS").as_deref(),
+            Ok("off" | "0" | "no" | "false")
+        ),
+    };
     let linked = built_dir.join(format!(
-        "guest-{}-linked-{}.wasm",
+        "guest-{}-linked-{}{}.wasm",
         &input_hash[..16],
-        filerouter_guest_link::VERSION
+        filerouter_guest_link::VERSION,
+        if options.direct_calls {
+            ""
+        } else {
+            "-indirect"
+        }
     ));
     if !linked.exists() {
         let dynamic = fs::read(&built).expect("read built guest");
-        let wasm = filerouter_guest_link::link(&dynamic)
+        let wasm = filerouter_guest_link::link_with(&dynamic, &options)
             .unwrap_or_else(|e| panic!("link the guest statically: {e}"));
         let tmp = linked.with_extension("wasm.tmp");
         fs::write(&tmp, wasm).expect("write the linked guest");

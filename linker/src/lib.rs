@@ -47,13 +47,36 @@ pub struct Report {
     pub folded: usize,
 }
 
-/// Statically links `component`, a componentize-py guest; returns the linked component.
-pub fn link(component: &[u8]) -> Result<Vec<u8>, LinkError> {
-    link_with_report(component).map(|(bytes, _)| bytes)
+/// Choices a link can make differently. The default is what the guest ships with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// Rewrite the trampolines whose table slot is known at link time (a `call_indirect` with
+    /// a lazy-initialization check on every call) into direct calls. Off only to measure what
+    /// it saves (`FILEROUTER_LINK_DIRECT_CALLS=off` when building the host: see its build.rs).
+    pub direct_calls: bool,
 }
 
-/// [`link`], also returning what it did.
-pub fn link_with_report(component: &[u8]) -> Result<(Vec<u8>, Report), LinkError> {
+impl Default for Options {
+    fn default() -> Self {
+        Self { direct_calls: true }
+    }
+}
+
+/// Statically links `component`, a componentize-py guest; returns the linked component.
+pub fn link(component: &[u8]) -> Result<Vec<u8>, LinkError> {
+    link_with(component, &Options::default())
+}
+
+/// [`link`] with `options`.
+pub fn link_with(component: &[u8], options: &Options) -> Result<Vec<u8>, LinkError> {
+    link_with_report(component, options).map(|(bytes, _)| bytes)
+}
+
+/// [`link_with`], also returning what it did.
+pub fn link_with_report(
+    component: &[u8],
+    options: &Options,
+) -> Result<(Vec<u8>, Report), LinkError> {
     let comp = component::Component::parse(component)?;
     let plan = plan::Plan::new(comp)?;
     let layout = merge::Layout::new(&plan)?;
@@ -63,7 +86,7 @@ pub fn link_with_report(component: &[u8]) -> Result<(Vec<u8>, Report), LinkError
     let needed = collected.needed;
 
     let writers = table_writers(&plan)?;
-    let built = merge::build(&plan, &layout, &needed, &writers)?;
+    let built = merge::build(&plan, &layout, &needed, &writers, options)?;
     let (bytes, _) = emit::Emitter::new(&plan, &layout, emit::Mode::Emit(&built)).run()?;
 
     Validator::new_with_features(WasmFeatures::all())

@@ -571,6 +571,7 @@ pub fn build(
     layout: &Layout<'_>,
     exports: &BTreeSet<(usize, Sort, u32)>,
     extra_table_writers: &TableWriters,
+    options: &crate::Options,
 ) -> Result<Built, LinkError> {
     let n = plan.members.len();
     let mut stats = MergeStats::default();
@@ -809,7 +810,10 @@ pub fn build(
                 continue;
             };
             stats.trampolines += 1;
-            if !static_table || layout.index(plan.main, Sort::Table, table)? != main_table {
+            if !options.direct_calls
+                || !static_table
+                || layout.index(plan.main, Sort::Table, table)? != main_table
+            {
                 continue;
             }
             let Some(call_ty) = info.types.get(call_ty as usize).and_then(Option::as_ref) else {

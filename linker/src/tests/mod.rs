@@ -3,7 +3,7 @@
 mod fixtures;
 
 mod real_guest {
-    use crate::{Shape, link_with_report};
+    use crate::{Options, Shape, link_with_report};
     use wasmparser::{Validator, WasmFeatures};
 
     /// Links the real guest named by `FILEROUTER_REAL_GUEST` and prints its shape before and
@@ -17,7 +17,7 @@ mod real_guest {
             .expect("FILEROUTER_REAL_GUEST names a componentize-py guest component");
         let input = std::fs::read(&path).expect("read the real guest");
         let started = std::time::Instant::now();
-        let (output, report) = match link_with_report(&input) {
+        let (output, report) = match link_with_report(&input, &Options::default()) {
             Ok(r) => r,
             Err(e) => panic!("link failed: {e}"),
         };
@@ -204,13 +204,13 @@ mod helpers {
 mod linking {
     use super::fixtures;
     use super::helpers::*;
-    use crate::{Shape, link, link_with_report};
+    use crate::{Options, Shape, link, link_with_report};
 
     #[test]
     fn wit_component_fixture_links_into_one_module_and_a_data_module() {
         let input = fixtures::app_and_util();
         validate(&input);
-        let (output, report) = link_with_report(&input).expect("links");
+        let (output, report) = link_with_report(&input, &Options::default()).expect("links");
         validate(&output);
         assert_eq!(
             report.merged,
@@ -266,10 +266,26 @@ mod linking {
     }
 
     #[test]
+    fn without_direct_calls_the_trampoline_stays_indirect() {
+        let input = fixtures::old_shape(&[]);
+        let options = Options {
+            direct_calls: false,
+        };
+        let (output, report) = link_with_report(&input, &options).expect("links");
+        validate(&output);
+        assert_eq!(report.merge.trampolines, 1);
+        assert_eq!(report.merge.trampolines_resolved, 0);
+        assert_eq!(report.merge.calls_redirected, 0);
+        let (merged, _) = merged_and_data(&output);
+        assert!(merged.calls_of("run").contains(&merged.func("env:b_twice")));
+        assert_eq!(merged.call_indirects, 1);
+    }
+
+    #[test]
     fn old_shape_folds_init_and_calls_directly() {
         let input = fixtures::old_shape(&[]);
         validate(&input);
-        let (output, report) = link_with_report(&input).expect("links");
+        let (output, report) = link_with_report(&input, &Options::default()).expect("links");
         validate(&output);
         assert_eq!(report.folded, 1, "the element-only init module is folded");
         assert_eq!(report.merged, ["main module (env)", "liba.so", "libb.so"]);
