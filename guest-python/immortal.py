@@ -93,8 +93,13 @@ def send(roots, to_host, batch=4096):
 
 
 def _has_finalizer(kind):
-    """Whether objects of `kind` have a finalizer, looked up in the class dictionaries only (no
-    attribute hook of the project's runs)."""
+    """Whether objects of `kind` have a finalizer, looked up in the class dictionaries only:
+    no attribute hook of a project's metaclass runs, and a class that cannot be looked into
+    counts as having one (its objects stay mortal)."""
     if issubclass(kind, _FINALIZED):
         return True
-    return any("__del__" in vars(base) for base in kind.__mro__)
+    try:
+        bases = type.__getattribute__(kind, "__mro__")
+        return any("__del__" in type.__getattribute__(base, "__dict__") for base in bases)
+    except Exception:  # noqa: BLE001
+        return True

@@ -337,9 +337,21 @@ def numbers():
     yield 1
 
 
+class Prickly(type):
+    """A metaclass whose attribute lookups all raise: the build must not trip over it."""
+
+    def __getattribute__(cls, name):
+        raise RuntimeError(f"no {name} here")
+
+
+class Guarded(metaclass=Prickly):
+    pass
+
+
 HELD = Finalized()
 TABLE = {"a": [1, 2, 3]}
 GEN = numbers()
+GUARDED = Guarded()
 
 
 def GET(request, drop: int = 0):
@@ -350,6 +362,7 @@ def GET(request, drop: int = 0):
         "list": sys._is_immortal(TABLE["a"]),
         "module": sys._is_immortal(globals()),
         "finalized": sys._is_immortal(HELD),
+        "guarded": sys._is_immortal(GUARDED),
         "generator": sys._is_immortal(GEN),
         "frozen": gc.get_freeze_count() > 0,
         "table_now": TABLE,
@@ -374,7 +387,7 @@ fn snapshot_objects_are_immortal_and_finalizers_still_run() {
     let server = Server::run(&project, &[]);
     for round in 0..3 {
         let before = json(server.get("/immortal"));
-        for name in ["function", "table", "list", "module", "frozen"] {
+        for name in ["function", "table", "list", "module", "frozen", "guarded"] {
             assert_eq!(before[name], true, "round {round}: {name}: {before}");
         }
         for name in ["finalized", "generator"] {
