@@ -163,9 +163,9 @@ const GET_MEMORY: &str = "component-init-get-memory";
 /// (`_Py_IMMORTAL_INITIAL_REFCNT` in `Include/refcount.h`): any count from 2^30 up is immortal.
 const IMMORTAL_REFCNT: u32 = 5 << 28;
 
-/// The largest reference count taken for a live object's. A block the allocator freed holds a
-/// pointer into the heap (above 1 MiB, past the stack) or zero where the count was; no object of
-/// a snapshot is referenced a million times.
+/// The reference counts taken for a live object's. A block the allocator (dlmalloc) freed holds
+/// its free-list pointers where the count was: addresses in the heap, above the 1 MiB stack, or
+/// zero. No object of a snapshot is referenced a million times.
 const PLAUSIBLE_REFCNT: std::ops::RangeInclusive<u32> = 1..=(1 << 20) - 1;
 
 /// How many of the listed objects [`make_immortal`] changed, and how many it left alone.
