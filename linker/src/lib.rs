@@ -29,7 +29,7 @@ pub use merge::MergeStats;
 pub use shape::Shape;
 
 use component::{CoreInstanceDef, Sort};
-use wasmparser::{ElementKind, Validator, WasmFeatures};
+use wasmparser::{Validator, WasmFeatures};
 
 /// The linker's version. Bump it on any change that changes the output: the build's cache
 /// key for the linked guest includes it.
@@ -139,22 +139,16 @@ fn table_writers(plan: &plan::Plan<'_>) -> Result<merge::TableWriters, LinkError
         if merge::code_mutates_tables(info)? {
             writers.dynamic = true;
         }
-        for element in &info.elements {
-            let ElementKind::Active {
-                table_index,
-                offset_expr,
-            } = &element.kind
-            else {
-                continue;
-            };
-            if !imports_main_table.contains(&table_index.unwrap_or(0)) {
+        for segment in info.active_segments()? {
+            if !imports_main_table.contains(&segment.table) {
                 continue;
             }
-            let count = module::element_count(&element.items);
-            match module::constant_offset(offset_expr)? {
+            match segment.offset {
                 Some(value) => {
                     let start = value as u32;
-                    writers.ranges.push(start..start.saturating_add(count));
+                    writers
+                        .ranges
+                        .push(start..start.saturating_add(segment.count));
                 }
                 None => writers.dynamic = true,
             }

@@ -184,20 +184,48 @@ pub fn sort_of(ty: &TypeRef) -> Sort {
     }
 }
 
-/// How many entries an element segment holds.
-pub fn element_count(items: &wasmparser::ElementItems<'_>) -> u32 {
-    match items {
-        wasmparser::ElementItems::Functions(f) => f.count(),
-        wasmparser::ElementItems::Expressions(_, e) => e.count(),
-    }
+/// One active element segment, as the table-layout questions need it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActiveSegment {
+    /// The table it writes (0 when the segment names none).
+    pub table: u32,
+    /// Its offset when that is a single `i32.const`; `None` for any other expression (a
+    /// `global.get`, extended-const arithmetic).
+    pub offset: Option<i32>,
+    /// How many entries it writes.
+    pub count: u32,
 }
 
-/// The value of a segment offset that is a single `i32.const`, or `None` for any other
-/// expression (a `global.get`, extended-const arithmetic).
-pub fn constant_offset(expr: &wasmparser::ConstExpr<'_>) -> Result<Option<i32>, LinkError> {
-    let mut ops = expr.get_operators_reader();
-    Ok(match (ops.read()?, ops.read()?) {
-        (wasmparser::Operator::I32Const { value }, wasmparser::Operator::End) => Some(value),
-        _ => None,
-    })
+impl ModuleInfo<'_> {
+    /// The module's active element segments, in order (passive and declared ones are not
+    /// written at instantiation and are left out).
+    pub fn active_segments(&self) -> Result<Vec<ActiveSegment>, LinkError> {
+        let mut segments = Vec::new();
+        for element in &self.elements {
+            let wasmparser::ElementKind::Active {
+                table_index,
+                offset_expr,
+            } = &element.kind
+            else {
+                continue;
+            };
+            let mut ops = offset_expr.get_operators_reader();
+            let offset = match (ops.read()?, ops.read()?) {
+                (wasmparser::Operator::I32Const { value }, wasmparser::Operator::End) => {
+                    Some(value)
+                }
+                _ => None,
+            };
+            let count = match &element.items {
+                wasmparser::ElementItems::Functions(f) => f.count(),
+                wasmparser::ElementItems::Expressions(_, e) => e.count(),
+            };
+            segments.push(ActiveSegment {
+                table: table_index.unwrap_or(0),
+                offset,
+                count,
+            });
+        }
+        Ok(segments)
+    }
 }

@@ -6,7 +6,6 @@
 use crate::component::{Component, CoreInstanceDef};
 use crate::error::LinkError;
 use crate::module::ModuleInfo;
-use wasmparser::ElementKind;
 
 /// Figures that describe the cost of instantiating a component's core part.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -46,18 +45,9 @@ impl Shape {
             let imported_tables = info.imported[crate::component::Sort::Table.slot()];
             let mut lazy = true;
             let mut entries = 0usize;
-            for element in &info.elements {
-                let ElementKind::Active {
-                    table_index,
-                    offset_expr,
-                } = &element.kind
-                else {
-                    continue;
-                };
-                let count = crate::module::element_count(&element.items) as usize;
-                entries += count;
-                let constant = crate::module::constant_offset(offset_expr)?.is_some();
-                if table_index.unwrap_or(0) < imported_tables || !constant {
+            for segment in info.active_segments()? {
+                entries += segment.count as usize;
+                if segment.table < imported_tables || segment.offset.is_none() {
                     lazy = false;
                 }
             }
