@@ -251,10 +251,13 @@ impl background::Host for CallState {
 
 impl snapshot::Host for CallState {
     /// Collects what `bake` lists for [`super::snapshot::make_immortal`]; outside a bake
-    /// there is no list, and nothing happens.
+    /// there is no list, and nothing happens. Bounded by the bake's memory cap: objects are at
+    /// least 8 bytes apart, so a real list holds at most one number per 4 bytes of memory, and
+    /// anything past that is dropped.
     fn immortal(&mut self, objects: Vec<u32>) {
         if let Some(list) = self.immortal.as_mut() {
-            list.extend_from_slice(&objects);
+            let room = (self.limits.cap() / 4).saturating_sub(list.len());
+            list.extend_from_slice(&objects[..objects.len().min(room)]);
         }
     }
 }
@@ -411,5 +414,38 @@ fn finish<T>(
         Err(crate::passwords::PasswordError::Stopped) => {
             Err(wasmtime::Error::from(wasmtime::Trap::Interrupt))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use wasmtime_wasi::WasiCtxBuilder;
+
+    use super::*;
+
+    fn state(memory_bytes: usize) -> CallState {
+        let data = crate::data::Data::default();
+        CallState::new(
+            WasiCtxBuilder::new().build(),
+            memory_bytes,
+            &data,
+            Instant::now(),
+        )
+    }
+
+    #[test]
+    fn immortal_lists_are_kept_only_during_a_bake_and_within_the_memory_cap() {
+        let mut call = state(64);
+        snapshot::Host::immortal(&mut call, vec![8, 16]);
+        assert_eq!(call.immortal, None, "kept outside a bake");
+
+        call.immortal = Some(Vec::new());
+        snapshot::Host::immortal(&mut call, vec![8, 16, 24, 32]);
+        snapshot::Host::immortal(&mut call, (0..100).collect());
+        let kept = call.immortal.unwrap();
+        assert_eq!(kept.len(), 16, "one number per 4 bytes of a 64-byte cap");
+        assert_eq!(kept[..6], [8, 16, 24, 32, 0, 1]);
     }
 }
