@@ -105,12 +105,17 @@ def GET(request, token: str, big: int = 0):
 "#;
 
 fn project() -> Project {
-    let project = Project::new(&[
+    built(&[
         ("routes/probe/route.py", PROBE),
         ("routes/_lib/__init__.py", ""),
         ("routes/_lib/leftover.py", "COUNT = 0\n"),
         ("config.py", "server = {\"workers\": 4}\n"),
-    ]);
+    ])
+}
+
+/// A project of `files` with its build cache made by `filerouter build` (for `run`).
+fn built(files: &[(&str, &str)]) -> Project {
+    let project = Project::new(files);
     let (code, out, err) = support::run(
         &["build", "--project", project.path().to_str().unwrap()],
         project.path(),
@@ -270,18 +275,13 @@ def GET(request, mode: str = "look"):
 
 #[test]
 fn no_request_sees_the_memory_size_or_stack_an_earlier_one_left() {
-    let project = Project::new(&[
+    let project = built(&[
         ("routes/state/route.py", STATE),
         (
             "config.py",
             "server = {\"workers\": 2}\nsandbox = {\"memory_mb\": 256}\n",
         ),
     ]);
-    let (code, out, err) = support::run(
-        &["build", "--project", project.path().to_str().unwrap()],
-        project.path(),
-    );
-    assert_eq!(code, 0, "build failed:\n{out}\n{err}");
     let server = Server::run(&project, &[]);
     let look = || {
         let response = server.get("/state");
@@ -378,12 +378,7 @@ def GET(request, drop: int = 0):
 
 #[test]
 fn snapshot_objects_are_immortal_and_finalizers_still_run() {
-    let project = Project::new(&[("routes/immortal/route.py", IMMORTAL)]);
-    let (code, out, err) = support::run(
-        &["build", "--project", project.path().to_str().unwrap()],
-        project.path(),
-    );
-    assert_eq!(code, 0, "build failed:\n{out}\n{err}");
+    let project = built(&[("routes/immortal/route.py", IMMORTAL)]);
     let server = Server::run(&project, &[]);
     for round in 0..3 {
         let before = json(server.get("/immortal"));
