@@ -30,6 +30,8 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
+from ._sandbox import INSIDE, refuse_outside
+
 if TYPE_CHECKING:
     # Checkers know the standard library's `sqlite3`, not the sandbox's own package that these
     # come from: declared here as what they are.
@@ -40,8 +42,16 @@ if TYPE_CHECKING:
     class NotAllowed(sqlite3.OperationalError):
         """A statement that reaches outside the database."""
 
-else:
+elif INSIDE:
     from sqlite3._exceptions import LimitExceeded, NotAllowed
+else:  # outside the sandbox the standard library's `sqlite3` has no such module
+
+    class LimitExceeded(sqlite3.OperationalError):
+        pass
+
+    class NotAllowed(sqlite3.OperationalError):
+        pass
+
 
 __all__ = ["LimitExceeded", "NotAllowed", "connect"]
 
@@ -50,5 +60,7 @@ def connect(name: str = "app.db", **kwargs: Any) -> sqlite3.Connection:
     """A `sqlite3.Connection` to the project's database (`name=":memory:"`: a private
     in-memory one). `kwargs` are `sqlite3.connect`'s (`isolation_level`, `autocommit`,
     `detect_types`, ...)."""
+    if not INSIDE:
+        refuse_outside("db")
     conn: sqlite3.Connection = sqlite3.connect(name, **kwargs)
     return conn

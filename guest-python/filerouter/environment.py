@@ -34,7 +34,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, overload
 
-from wit_world.imports import environment as _host  # type: ignore[import-not-found]  # sandbox only
+from ._sandbox import environment as _host
 
 __all__ = ["MissingSettingError", "NotDeclaredError", "ReadAtImportError", "env", "settings"]
 

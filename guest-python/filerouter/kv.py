@@ -34,9 +34,9 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
-# The guest's own module and componentize-py's bindings: only inside the sandbox.
-import wit_text  # type: ignore[import-not-found]
-from wit_world.imports import kv as _host  # type: ignore[import-not-found]
+from ._sandbox import OutsideSandboxError
+from ._sandbox import kv as _host
+from ._sandbox import wit_text
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -118,6 +118,8 @@ def _encode(value: Any) -> str:
 def _call(function: Callable[..., Any], *args: Any) -> Any:
     try:
         return function(*args)
+    except OutsideSandboxError:
+        raise
     except Exception as exc:  # the binding raises `Err` carrying the host's message
         raise KVError(getattr(exc, "value", str(exc))) from None
 

@@ -30,8 +30,8 @@ import operator
 from typing import TYPE_CHECKING, Any, SupportsIndex
 
 # componentize-py's modules: only inside the sandbox.
-from componentize_py_types import Err  # type: ignore[import-not-found]
-from wit_world.imports import passwords as _host  # type: ignore[import-not-found]
+from ._sandbox import INSIDE, Err
+from ._sandbox import passwords as _host
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -158,15 +158,18 @@ def scrypt(
     return key
 
 
+# Inside the sandbox only: on your machine (the wheel's `filerouter`) `hashlib` has its own, and
+# `bcrypt` and `argon2` are PyPI's, if anything.
 pbkdf2_hmac.__module__ = scrypt.__module__ = "hashlib"
-hashlib.pbkdf2_hmac = pbkdf2_hmac
-hashlib.scrypt = scrypt
-if "pbkdf2_hmac" not in hashlib.__all__:
-    hashlib.__all__ += ("pbkdf2_hmac",)  # type: ignore[assignment]  # (typeshed's tuple has it)
+if INSIDE:
+    hashlib.pbkdf2_hmac = pbkdf2_hmac
+    hashlib.scrypt = scrypt
+    if "pbkdf2_hmac" not in hashlib.__all__:
+        hashlib.__all__ += ("pbkdf2_hmac",)  # type: ignore[assignment]  # (typeshed's tuple has it)
 
 # The packages themselves, into the snapshot (they import this module for `call`). Checkers skip
 # them: outside the sandbox these names are PyPI's packages, if anything.
-if not TYPE_CHECKING:
+if INSIDE and not TYPE_CHECKING:
     import argon2  # noqa: E402, F401, I001
     import argon2.exceptions  # noqa: E402, F401
     import argon2.low_level  # noqa: E402, F401

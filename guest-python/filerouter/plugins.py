@@ -25,33 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-# componentize-py's bindings (only inside the sandbox). Imported here, never inside a function:
-# the guest hides componentize-py's modules from route code before it runs (importing.py), so a
-# later import by name would fail.
-from wit_world.imports import plugins as _host  # type: ignore[import-not-found]
-from wit_world.imports.plugins import (  # type: ignore[import-not-found]
-    CallError_OutOfRange,
-    CallError_Returned,
-    CallError_Trapped,
-    CallError_Unknown,
-    CallError_WrongType,
-    Node_Attributes,
-    Node_Big,
-    Node_Boolean,
-    Node_Bytes,
-    Node_Err,
-    Node_Float,
-    Node_Group,
-    Node_Items,
-    Node_Mapping,
-    Node_Members,
-    Node_None_,
-    Node_Ok,
-    Node_Signed,
-    Node_Tagged,
-    Node_Text,
-    Node_Unsigned,
-)
+from ._sandbox import plugins as _host
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
@@ -136,27 +110,27 @@ def _encode(value: Any) -> list[Any]:
         index = len(nodes)
         nodes.append(None)
         if item is None:
-            node = Node_None_()
+            node = _host.Node_None_()
         elif isinstance(item, bool):
-            node = Node_Boolean(item)
+            node = _host.Node_Boolean(item)
         elif isinstance(item, int):
             if _S64[0] <= item <= _S64[1]:
-                node = Node_Signed(item)
+                node = _host.Node_Signed(item)
             elif 0 <= item <= _U64_MAX:
-                node = Node_Unsigned(item)
+                node = _host.Node_Unsigned(item)
             else:
-                node = Node_Big(str(item))
+                node = _host.Node_Big(str(item))
         elif isinstance(item, float):
-            node = Node_Float(item)
+            node = _host.Node_Float(item)
         elif isinstance(item, str):
-            node = Node_Text(item)
+            node = _host.Node_Text(item)
         elif isinstance(item, (bytes, bytearray, memoryview)):
-            node = Node_Bytes(bytes(item))
+            node = _host.Node_Bytes(bytes(item))
         elif isinstance(item, Variant):
-            node = Node_Tagged((item.case, None if item.value is None else add(item.value)))
+            node = _host.Node_Tagged((item.case, None if item.value is None else add(item.value)))
         elif isinstance(item, Ok):
             payload = None if item.value is None else add(item.value)
-            node = Node_Err(payload) if isinstance(item, Err) else Node_Ok(payload)
+            node = _host.Node_Err(payload) if isinstance(item, Err) else _host.Node_Ok(payload)
         elif isinstance(item, (list, tuple, set, frozenset, dict)) or hasattr(item, "__dict__"):
             if id(item) in active:
                 raise ValueError("cannot pass a value that contains itself to a plugin")
@@ -176,31 +150,31 @@ def _encode(value: Any) -> list[Any]:
 
 def _container(item: Any, add: Callable[[Any], int]) -> Any:
     if isinstance(item, list):
-        return Node_Items([add(x) for x in item])
+        return _host.Node_Items([add(x) for x in item])
     if isinstance(item, tuple):
-        return Node_Group([add(x) for x in item])
+        return _host.Node_Group([add(x) for x in item])
     if isinstance(item, (set, frozenset)):
-        return Node_Members([add(x) for x in sorted(item, key=repr)])
+        return _host.Node_Members([add(x) for x in sorted(item, key=repr)])
     if isinstance(item, dict):
         fields: list[tuple[str, int]] = []
         for key, field in item.items():
             if not isinstance(key, str):
                 raise TypeError(f"a record's keys are str, not {type(key).__name__} ({key!r})")
             fields.append((key, add(field)))
-        return Node_Mapping(fields)
+        return _host.Node_Mapping(fields)
     import enum  # noqa: PLC0415  (preloaded; only objects get here)
 
     if isinstance(item, enum.Enum):
         return _enum_value(item, add)
     names = getattr(type(item), "__dataclass_fields__", None) or vars(item)
-    return Node_Attributes([(name, add(getattr(item, name))) for name in names if not name.startswith("_")])
+    return _host.Node_Attributes([(name, add(getattr(item, name))) for name in names if not name.startswith("_")])
 
 
 def _enum_value(item: Any, add: Callable[[Any], int]) -> Any:
     import enum  # noqa: PLC0415
 
     if isinstance(item, enum.Enum):
-        return Node_Text(item.value if isinstance(item.value, str) else item.name)
+        return _host.Node_Text(item.value if isinstance(item.value, str) else item.name)
     raise TypeError(f"cannot pass a {type(item).__name__} to a plugin")
 
 
@@ -209,26 +183,26 @@ def _decode(nodes: list[Any]) -> Any:
 
     def value(index: int) -> Any:
         node = nodes[index]
-        if isinstance(node, Node_None_):
+        if isinstance(node, _host.Node_None_):
             return None
-        if isinstance(node, (Node_Boolean, Node_Signed, Node_Unsigned, Node_Float, Node_Text, Node_Bytes)):
+        if isinstance(node, (_host.Node_Boolean, _host.Node_Signed, _host.Node_Unsigned, _host.Node_Float, _host.Node_Text, _host.Node_Bytes)):
             return node.value
-        if isinstance(node, Node_Big):
+        if isinstance(node, _host.Node_Big):
             return int(node.value)
-        if isinstance(node, Node_Items):
+        if isinstance(node, _host.Node_Items):
             return [value(i) for i in node.value]
-        if isinstance(node, Node_Group):
+        if isinstance(node, _host.Node_Group):
             return tuple(value(i) for i in node.value)
-        if isinstance(node, (Node_Mapping, Node_Attributes)):
+        if isinstance(node, (_host.Node_Mapping, _host.Node_Attributes)):
             return {name: value(i) for name, i in node.value}
-        if isinstance(node, Node_Members):
+        if isinstance(node, _host.Node_Members):
             return {value(i) for i in node.value}
-        if isinstance(node, Node_Tagged):
+        if isinstance(node, _host.Node_Tagged):
             case, payload = node.value
             return Variant(case, None if payload is None else value(payload))
-        if isinstance(node, Node_Ok):
+        if isinstance(node, _host.Node_Ok):
             return Ok(None if node.value is None else value(node.value))
-        if isinstance(node, Node_Err):
+        if isinstance(node, _host.Node_Err):
             return Err(None if node.value is None else value(node.value))
         raise TypeError(f"unexpected value from the host: {node!r}")
 
@@ -275,15 +249,15 @@ class _Function:
 
 def _error(exc: Exception, plugin: str, function: str) -> Exception:
     error: Any = getattr(exc, "value", None)
-    if isinstance(error, CallError_Returned):
+    if isinstance(error, _host.CallError_Returned):
         return PluginError(_decode(error.value), plugin, function)
-    if isinstance(error, CallError_WrongType):
+    if isinstance(error, _host.CallError_WrongType):
         return TypeError(error.value)
-    if isinstance(error, CallError_OutOfRange):
+    if isinstance(error, _host.CallError_OutOfRange):
         return OverflowError(error.value)
-    if isinstance(error, CallError_Unknown):
+    if isinstance(error, _host.CallError_Unknown):
         return AttributeError(error.value)
-    if isinstance(error, CallError_Trapped):
+    if isinstance(error, _host.CallError_Trapped):
         return PluginTrap(error.value)
     return exc
 

@@ -6,8 +6,8 @@ import json as _json
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 from urllib.parse import parse_qsl, unquote
 
-import wit_text  # type: ignore[import-not-found]  # the guest's own module: only in the sandbox
 from filerouter.exceptions import HTTPException
+from ._sandbox import wit_text
 from .forms import parse as parse_form
 from .multidict import MultiDict
 
