@@ -65,6 +65,7 @@ def route_response(request, target):
 
 
 async def _run(request, target, sources):
+    params.override_dependencies(project.load_overrides(sources))
     middleware = project.load_root("middleware.py", sources)
 
     async def call_next(req):

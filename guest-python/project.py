@@ -18,6 +18,7 @@ import baked
 import importing
 import wit_text
 from filerouter import environment as _environment
+from filerouter.exceptions import ProjectCodeError
 
 from wit_world.imports.types import Frame, ProjectError
 
@@ -65,6 +66,32 @@ def load_route(file):
 
 
 ROOT_FILES = ("middleware.py", "docs.py", "not-found.py", "startup.py")
+
+# `filerouter dev --overrides FILE` (the TestClient's `dependency_overrides=`) sends FILE's
+# source with every call, under this prefix and FILE's path in the project. Never in production.
+OVERRIDES_PREFIX = "overrides:"
+
+
+def load_overrides(sources):
+    """The test-only `dependency_overrides` mapping of the overrides file among `sources` (an
+    empty one if there is none): {dependency: replacement}, both callables."""
+    for name, source in sources.items():
+        if name.startswith(OVERRIDES_PREFIX):
+            break
+    else:
+        return {}
+    path = "/project/" + name[len(OVERRIDES_PREFIX):]
+    _enable_route_imports()
+    module = _exec_route(path, source.encode())
+    overrides = getattr(module, "dependency_overrides", None)
+    if not isinstance(overrides, dict) or not all(callable(k) and callable(v) for k, v in overrides.items()):
+        raise ProjectCodeError(
+            "the overrides file must define `dependency_overrides`, a dict from each dependency to "
+            "its replacement (both functions), e.g. `dependency_overrides = {get_db: fake_db}`",
+            filename=path,
+            lineno=1,
+        )
+    return overrides
 
 
 def load_root(name, sources):

@@ -378,3 +378,75 @@ fn project_commands_run_with_host_and_port_and_are_listed_in_help() {
     assert_ne!(code, 0);
     assert!(stderr.contains("not a filerouter project"), "{stderr}");
 }
+
+/// `dev --overrides FILE` (the TestClient's `dependency_overrides=`): the file's
+/// `dependency_overrides` replace the project's dependencies, a replacement's own parameters
+/// are resolved; a file without the dict is named in the error; a missing file stops `dev`;
+/// `run` has no such flag.
+#[test]
+fn dev_overrides_replace_dependencies_and_name_a_bad_file() {
+    let project = Project::new(&[
+        ("routes/_lib/__init__.py", ""),
+        (
+            "routes/_lib/deps.py",
+            "def current_user():\n    return 'real'\n",
+        ),
+        (
+            "routes/me/route.py",
+            "from filerouter import Depends\nfrom _lib.deps import current_user\n\n\
+             def GET(request, user: str = Depends(current_user)):\n    return {'user': user}\n",
+        ),
+        (
+            "tests/overrides.py",
+            "from _lib.deps import current_user\n\n\
+             def fake(name: str = 'fake'):\n    return name\n\n\
+             dependency_overrides = {current_user: fake}\n",
+        ),
+        (
+            "tests/bad.py",
+            "dependency_overrides = ['not', 'a', 'dict']\n",
+        ),
+    ]);
+    let plain = Server::dev(&project);
+    assert_eq!(json(plain.get("/me")), json!({"user": "real"}));
+    drop(plain);
+
+    let file = project.path().join("tests/overrides.py");
+    let server = Server::dev_with_args(&project, &["--overrides", file.to_str().unwrap()]);
+    assert_eq!(json(server.get("/me")), json!({"user": "fake"}));
+    assert_eq!(json(server.get("/me?name=ann")), json!({"user": "ann"}));
+    assert!(
+        server
+            .log()
+            .contains("dependencies are overridden by tests/overrides.py")
+    );
+    drop(server);
+
+    let bad = project.path().join("tests/bad.py");
+    let server = Server::dev_with_args(&project, &["--overrides", bad.to_str().unwrap()]);
+    let response = server.get("/me");
+    assert_eq!(response.status(), 500);
+    let body = json(response);
+    assert_eq!(body["error"]["file"], "tests/bad.py", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("must define `dependency_overrides`, a dict"),
+        "{body}"
+    );
+    drop(server);
+
+    let (code, _, stderr) = run(
+        &["dev", "--port", "0", "--overrides", "nowhere.py"],
+        project.path(),
+    );
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains("--overrides: cannot read nowhere.py"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = run(&["run", "--overrides", "x.py"], project.path());
+    assert_ne!(code, 0);
+    assert!(stderr.contains("--overrides"), "{stderr}");
+}

@@ -22,9 +22,9 @@ import typing
 import uuid
 from typing import TYPE_CHECKING, Any, cast
 
-import wit_text  # type: ignore[import-not-found]  # the guest's own module: only in the sandbox
 
 from . import background, models, validation
+from ._sandbox import wit_text
 from .exceptions import HandlerSignatureError, HTTPException, RequestValidationError
 from .forms import UploadFile
 from .markers import Body, File, Form, Param, marker_of
@@ -32,7 +32,7 @@ from .requests import Request
 from .validation import INVALID, split_annotated
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from .validation import Constraints, Errors
 
@@ -260,6 +260,18 @@ def _spec(param: inspect.Parameter, hints: dict[str, Any]) -> Spec:
         constraints=constraints,
         many=_is_sequence(hint),
     )
+
+
+# Test-only replacements of dependencies, FastAPI's `app.dependency_overrides`: set for each call
+# from the overrides file that `filerouter dev --overrides FILE` sends (the TestClient's
+# `dependency_overrides=`); always empty in production, where no such file is ever sent.
+_OVERRIDES: dict[Callable[..., Any], Callable[..., Any]] = {}
+
+
+def override_dependencies(overrides: Mapping[Callable[..., Any], Callable[..., Any]]) -> None:
+    """Use `overrides` ({dependency: replacement}) for this call's dependencies."""
+    _OVERRIDES.clear()
+    _OVERRIDES.update(overrides)
 
 
 # fn -> (signature, type hints, specs). Filled per instance in development; `filerouter build`
@@ -651,6 +663,8 @@ class Resolver:
 
     async def solve(self, dependency: Callable[..., Any], use_cache: bool = True, scopes: tuple[str, ...] = ()) -> Any:
         """The value of `dependency` for this request (one per set of required scopes)."""
+        if _OVERRIDES:
+            dependency = _OVERRIDES.get(dependency, dependency)
         key: Any = (dependency, frozenset(scopes)) if scopes else dependency
         if use_cache and key in self.cache:
             return self.cache[key]

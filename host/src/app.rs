@@ -19,7 +19,7 @@ use crate::{
     config::Settings,
     error_page::Failure,
     mode::Mode,
-    project::Project,
+    project::{DependencyOverrides, Project},
     sandbox::Sandbox,
 };
 
@@ -67,6 +67,8 @@ impl Loaded {
 pub struct App {
     pub root: PathBuf,
     pub mode: Mode,
+    /// `dev --overrides FILE`: the test-only dependency overrides every reload reads again.
+    pub overrides: Option<DependencyOverrides>,
     current: Arc<ArcSwap<Loaded>>,
     /// Counts reloads; the development error page polls it to reload itself.
     generation: Arc<AtomicU64>,
@@ -77,6 +79,7 @@ impl App {
         Self {
             root,
             mode,
+            overrides: None,
             current: Arc::new(ArcSwap::from_pointee(loaded)),
             generation: Arc::new(AtomicU64::new(0)),
         }

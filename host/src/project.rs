@@ -150,6 +150,20 @@ impl RootFiles {
         files
     }
 
+    /// The test-only overrides file, read as [`RootFiles::read`] reads the others and sent
+    /// with each call under `overrides:` and its path (the guest's `project.load_overrides`).
+    fn add_overrides(&mut self, overrides: &DependencyOverrides) {
+        let source = regular_file::read_to_string(&overrides.path, regular_file::MAX_SOURCE_BYTES)
+            .unwrap_or_else(|e| {
+                format!(
+                    "raise ImportError({:?})\n",
+                    format!("cannot read {}: {e}", overrides.shown)
+                )
+            });
+        self.sources
+            .push((format!("overrides:{}", overrides.shown), source));
+    }
+
     /// Root files that were baked into the guest: names only.
     pub fn baked(names: &[String]) -> RootFiles {
         RootFiles {
@@ -174,6 +188,42 @@ impl RootFiles {
     }
 }
 
+/// `filerouter dev --overrides FILE`: a Python file whose `dependency_overrides` replace the
+/// project's dependencies in every request, as FastAPI's `app.dependency_overrides` does in
+/// tests (the TestClient's `dependency_overrides=`). Only `dev` takes one: `build` and `run`
+/// never send it, so production code cannot be changed this way.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DependencyOverrides {
+    path: PathBuf,
+    /// The path in messages and tracebacks: relative to the project when inside it.
+    shown: String,
+}
+
+impl std::fmt::Display for DependencyOverrides {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.shown)
+    }
+}
+
+impl DependencyOverrides {
+    /// The overrides file `file` (relative to the current folder) of the project at `root`.
+    pub fn new(root: &Path, file: &Path) -> std::io::Result<DependencyOverrides> {
+        let path = file.canonicalize()?;
+        if !path.is_file() {
+            return Err(std::io::Error::other(format!(
+                "{} is not a file",
+                file.display()
+            )));
+        }
+        let shown = path
+            .strip_prefix(root)
+            .unwrap_or(&path)
+            .to_string_lossy()
+            .into_owned();
+        Ok(DependencyOverrides { path, shown })
+    }
+}
+
 /// A loaded project.
 #[derive(Debug, Clone)]
 pub struct Project {
@@ -191,21 +241,34 @@ impl Project {
 
     /// Scan and inspect the project at `root`, reusing `previous`'s inspections of routes
     /// whose files (and the files they imported) did not change.
-    pub async fn load(root: &Path, sandbox: &Sandbox, previous: Option<&Project>) -> Project {
+    /// `overrides`: the test-only file of `dev --overrides`, sent with the root files.
+    pub async fn load(
+        root: &Path,
+        sandbox: &Sandbox,
+        previous: Option<&Project>,
+        overrides: Option<&DependencyOverrides>,
+    ) -> Project {
         let routes_dir = Self::routes_dir(root);
         // The scan and the root files touch the file system: off the async threads.
         let (scan, root_files) = {
             let (routes_dir, root) = (routes_dir.clone(), root.to_path_buf());
-            tokio::task::spawn_blocking(move || (scan::scan(&routes_dir), RootFiles::read(&root)))
-                .await
-                .unwrap_or_else(|e| {
-                    let mut failed = scan::Scan::default();
-                    failed.errors.push(ScanError::Io {
-                        path: "routes/".into(),
-                        reason: format!("the scan failed: {e}"),
-                    });
-                    (failed, RootFiles::default())
-                })
+            let overrides = overrides.cloned();
+            tokio::task::spawn_blocking(move || {
+                let mut root_files = RootFiles::read(&root);
+                if let Some(overrides) = &overrides {
+                    root_files.add_overrides(overrides);
+                }
+                (scan::scan(&routes_dir), root_files)
+            })
+            .await
+            .unwrap_or_else(|e| {
+                let mut failed = scan::Scan::default();
+                failed.errors.push(ScanError::Io {
+                    path: "routes/".into(),
+                    reason: format!("the scan failed: {e}"),
+                });
+                (failed, RootFiles::default())
+            })
         };
         let (table, mut table_errors) = RouteTable::build(&scan.routes);
         let mut scan_errors = scan.errors;

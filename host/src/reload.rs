@@ -248,7 +248,13 @@ async fn reload(app: &App, changed: Changed) -> bool {
             None => {}
         }
     }
-    let project = Project::load(&app.root, &sandbox, Some(&current.project)).await;
+    let project = Project::load(
+        &app.root,
+        &sandbox,
+        Some(&current.project),
+        app.overrides.as_ref(),
+    )
+    .await;
     report(&current.project, &project);
     // The start-up hook (startup.py) runs after every reload; while it fails, every request
     // shows why, until a reload where it succeeds (other errors shown first are kept).

@@ -147,6 +147,13 @@ impl Server {
         Self::spawn(&["dev"], project.path(), env, Duration::from_secs(60))
     }
 
+    /// `filerouter dev ARGS...` on `project`.
+    pub fn dev_with_args(project: &Project, args: &[&str]) -> Server {
+        ensure_compiled();
+        let args: Vec<&str> = std::iter::once("dev").chain(args.iter().copied()).collect();
+        Self::spawn(&args, project.path(), &[], Duration::from_secs(60))
+    }
+
     /// `filerouter dev` on `project`, allowed to open at most `files` files (`ulimit -n`).
     pub fn dev_with_nofile(project: &Project, files: u32) -> Server {
         ensure_compiled();

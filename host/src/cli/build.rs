@@ -86,7 +86,7 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
         .with_limits(settings.limits())?
         .with_plugins(plugins.clone())?
         .with_environment(settings.declared_environment())?;
-    let project = Project::load(&root, &sandbox, None).await;
+    let project = Project::load(&root, &sandbox, None, None).await;
     check(&project)?;
     let files = sources(&routes_dir)?;
     let packages = packages::files(&root)?;

@@ -12,7 +12,7 @@ use crate::{
     data::Data,
     logging,
     mode::Mode,
-    project::Project,
+    project::{DependencyOverrides, Project},
     reload,
     sandbox::{Limits, Sandbox, engine::SandboxEngine},
     scheduler::{self, Scheduler},
@@ -74,7 +74,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let sandbox = sandbox.with_environment(environment.environment)?;
     let prepared = sandbox.prepare_slots().await;
     tracing::info!("sandbox: {prepared} instance slots prepared");
-    let project = Project::load(&root, &sandbox, None).await;
+    let overrides = match &args.overrides {
+        Some(file) => Some(
+            DependencyOverrides::new(&root, file)
+                .with_context(|| format!("--overrides: cannot read {}", file.display()))?,
+        ),
+        None => None,
+    };
+    let project = Project::load(&root, &sandbox, None, overrides.as_ref()).await;
     // The start-up hook (startup.py), after the migrations: at start and after every reload.
     let config_error = match migration_error {
         Some(failure) => Some(failure),
@@ -102,11 +109,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         println!("  {:<24} {:<28} {}", "plugin", plugin.name, plugin.file);
     }
     let routes = project.routes.len();
-    let app = App::new(
+    let mut app = App::new(
         root,
         Mode::Development,
         Loaded::new(project, sandbox, settings, config_error),
     );
+    if let Some(overrides) = overrides {
+        tracing::warn!("dependencies are overridden by {overrides} (dev --overrides: tests only)");
+        app.overrides = Some(overrides);
+    }
     let _watcher = reload::watch(app.clone()).context("cannot watch the project folder")?;
     // The counts /docs shows: routes as get_routes() lists them, handlers per path and method.
     let statistics = app.current().catalog.statistics.clone();

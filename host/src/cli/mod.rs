@@ -255,6 +255,11 @@ pub struct ServeArgs {
     pub data_dir: Option<PathBuf>,
     #[command(flatten)]
     pub servers: ServerArgs,
+    /// Tests only: a Python file whose `dependency_overrides = {dependency: replacement}`
+    /// replaces the project's dependencies in every request, as FastAPI's
+    /// `app.dependency_overrides` does (filerouter.testing.TestClient's `dependency_overrides=`).
+    #[arg(long, value_name = "FILE")]
+    pub overrides: Option<PathBuf>,
 }
 
 /// The project's build cache folder: `flag` if given; else `.cache` if it exists; else
