@@ -482,3 +482,39 @@ fn production_errors_reveal_nothing() {
         assert!(log.contains(needle), "{needle} not logged:\n{log}");
     }
 }
+
+#[test]
+fn build_says_when_public_files_must_be_deployed_beside_the_cache() {
+    let project = Project::new(&[(
+        "routes/index.py",
+        "def GET(request):\n    return {'v': 1}\n",
+    )]);
+    // No public/: nothing is said.
+    let (code, _, stderr) = build(&project, &["--compression", "1"], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stderr.contains("public/"), "{stderr}");
+
+    // Only names `run` never serves (.gitkeep, names starting with a dot): nothing either.
+    fs::create_dir_all(project.path().join("public/css")).unwrap();
+    fs::write(project.path().join("public/.gitkeep"), "").unwrap();
+    fs::write(project.path().join("public/css/.hidden"), "x").unwrap();
+    let (code, _, stderr) = build(&project, &["--force", "--compression", "1"], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stderr.contains("public/"), "{stderr}");
+
+    // Files it serves: counted with their size, after a build and when the cache is up to date.
+    fs::write(project.path().join("public/logo.svg"), vec![b'x'; 1000]).unwrap();
+    fs::write(project.path().join("public/css/site.css"), vec![b'y'; 1048]).unwrap();
+    let note = "note: public/ (2 files, 2.0 KiB) is not in .cache/: `filerouter run` serves it from the project folder, so deploy public/ beside .cache/ (the Dockerfile does)\n";
+    for (extra, up_to_date) in [
+        (&["--force", "--compression", "1"][..], false),
+        (&["--compression", "1"][..], true),
+    ] {
+        let (code, stdout, stderr) = build(&project, extra, &[]);
+        assert_eq!(code, 0, "{stderr}");
+        assert_eq!(stderr.contains("up to date"), up_to_date, "{stderr}");
+        assert_eq!(stderr.matches("note: public/").count(), 1, "{stderr}");
+        assert!(stderr.contains(note), "{stderr}");
+        assert!(!stdout.contains("public/"), "{stdout}");
+    }
+}

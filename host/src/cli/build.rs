@@ -112,6 +112,7 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
             "{} is up to date (use --force to build it again)",
             cache_dir.display()
         );
+        note_public(&root, &cache_dir);
         return Ok(());
     }
 
@@ -223,7 +224,67 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
             ""
         }
     );
+    note_public(&root, &cache_dir);
     Ok(())
+}
+
+/// After a build: if `public/` holds files `run` would serve, say that they are not in the
+/// cache, so a deploy that copies only the cache folder loses them. Nothing is said when
+/// `public/` is absent, empty, holds only names `run` never serves (`.gitkeep`), or cannot be
+/// read.
+fn note_public(root: &Path, cache_dir: &Path) {
+    let Some((files, bytes)) = public_files(&root.join("public")) else {
+        return;
+    };
+    let cache = cache_dir.strip_prefix(root).map_or_else(
+        |_| cache_dir.display().to_string(),
+        |rel| rel.display().to_string(),
+    );
+    eprintln!(
+        "note: public/ ({files} file{}, {}) is not in {cache}/: `filerouter run` serves it from the project folder, so deploy public/ beside {cache}/ (the Dockerfile does)",
+        if files == 1 { "" } else { "s" },
+        size(bytes)
+    );
+}
+
+/// The files under `public` that `run` may serve, as (how many, their bytes): regular files,
+/// and links to files, whose path has no name starting with `.` (never served). `None` when
+/// there are none, or when a folder of it cannot be read. Links to folders are not followed.
+fn public_files(public: &Path) -> Option<(u64, u64)> {
+    let (mut files, mut bytes) = (0u64, 0u64);
+    let mut stack = vec![public.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir).ok()? {
+            let entry = entry.ok()?;
+            if entry.file_name().as_encoded_bytes().starts_with(b".") {
+                continue;
+            }
+            let kind = entry.file_type().ok()?;
+            if kind.is_dir() {
+                stack.push(entry.path());
+            } else if kind.is_file() || kind.is_symlink() {
+                // A link counts when it leads to a file; one that leads nowhere is skipped.
+                if let Ok(meta) = fs::metadata(entry.path())
+                    && meta.is_file()
+                {
+                    files += 1;
+                    bytes += meta.len();
+                }
+            }
+        }
+    }
+    (files > 0).then_some((files, bytes))
+}
+
+/// `bytes` for a person: bytes below one KiB, KiB below one MiB, else MiB (one decimal).
+fn size(bytes: u64) -> String {
+    if bytes < 1024 {
+        format!("{bytes} bytes")
+    } else if bytes < 1024 * 1024 {
+        format!("{:.1} KiB", bytes as f64 / 1024.0)
+    } else {
+        format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+    }
 }
 
 /// Whether the cache in `cache_dir` was built from `inputs` and is one that `run` would serve:

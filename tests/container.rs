@@ -1,0 +1,994 @@
+//! The Dockerfile, checked without a Docker engine (none runs on these machines or in CI, and
+//! no registry is reachable): its stages are run in a clean directory, one temporary folder per
+//! stage's file system, and the last stage's CMD is started and spoken to over HTTP.
+//!
+//! - `COPY` from the build context copies from a clean copy of the repository: the files `git
+//!   ls-files` lists (tracked, and new ones not ignored), less what `.dockerignore` leaves out.
+//!   `COPY --from=STAGE` copies from that stage's folder. Absolute paths (COPY, WORKDIR, the
+//!   CMD's arguments, ENV values) are mapped into the stage's folder.
+//! - In the build stage, two kinds of `RUN` are not run: `cargo build --release --locked` (the
+//!   test puts the release binary it tests, `CARGO_BIN_EXE_filerouter`, at
+//!   `target/release/filerouter` in the stage's WORKDIR, where that build leaves it) and the
+//!   `apt-get` installs (the packages come from the machine: python3 with venv). Every other
+//!   `RUN` runs as written with `bash -c` in the stage's WORKDIR, with the ARG and ENV values
+//!   set, and must use no absolute path (it would reach outside the stage's folder here).
+//! - In the runtime stage, `RUN` may only `mkdir` (done, mapped), `useradd` (its home folder is
+//!   made; the user is recorded) and `chown`/`chmod` (recorded: the test is not root).
+//! - The CMD runs with the image's ENV only (and PATH and the user's HOME), its `--port`
+//!   replaced by a free one.
+//!
+//! examples/bookshop has no `public/`: the test adds one file to the context's copy of the
+//! project, so that gathering `public/` into the image (and `build`'s note about it) is
+//! exercised too.
+
+mod support;
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    fs,
+    io::{BufRead, BufReader},
+    net::TcpListener,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::mpsc,
+    time::{Duration, Instant},
+};
+
+use serde_json::json;
+use support::{client, tools::workspace};
+
+/// One instruction of the Dockerfile, its variables not yet expanded.
+#[derive(Debug, Clone)]
+enum Step {
+    Arg {
+        name: String,
+        default: Option<String>,
+    },
+    Env(Vec<(String, String)>),
+    Workdir(String),
+    Copy {
+        from: Option<String>,
+        sources: Vec<String>,
+        dest: String,
+    },
+    Run(String),
+    User(String),
+    Volume(Vec<String>),
+    Expose(Vec<String>),
+    Cmd(Vec<String>),
+}
+
+#[derive(Debug)]
+struct Stage {
+    image: String,
+    name: Option<String>,
+    steps: Vec<Step>,
+}
+
+fn dockerfile() -> Vec<Stage> {
+    let text = fs::read_to_string(workspace().join("Dockerfile")).expect("read Dockerfile");
+    parse(&text)
+}
+
+/// The Dockerfile's stages. An instruction this test cannot replay fails it, so that the file
+/// stays within what is checked here.
+fn parse(text: &str) -> Vec<Stage> {
+    let mut stages: Vec<Stage> = Vec::new();
+    for line in logical_lines(text) {
+        let (keyword, rest) = line
+            .split_once(char::is_whitespace)
+            .map_or((line.as_str(), ""), |(k, r)| (k, r.trim()));
+        let keyword = keyword.to_ascii_uppercase();
+        if keyword == "FROM" {
+            let words: Vec<&str> = rest.split_whitespace().collect();
+            let (image, name) = match words.as_slice() {
+                [image] => (image.to_string(), None),
+                [image, as_, name] if as_.eq_ignore_ascii_case("as") => {
+                    (image.to_string(), Some(name.to_string()))
+                }
+                _ => panic!("FROM {rest}: expected `FROM IMAGE [AS NAME]`"),
+            };
+            stages.push(Stage {
+                image,
+                name,
+                steps: Vec::new(),
+            });
+            continue;
+        }
+        let step = match keyword.as_str() {
+            "ARG" => match rest.split_once('=') {
+                Some((name, value)) => Step::Arg {
+                    name: name.to_string(),
+                    default: Some(unquote(value)),
+                },
+                None => Step::Arg {
+                    name: rest.to_string(),
+                    default: None,
+                },
+            },
+            "ENV" => Step::Env(env_pairs(rest)),
+            "WORKDIR" => Step::Workdir(rest.to_string()),
+            "COPY" => {
+                let mut words = list(rest);
+                let mut from = None;
+                while words.first().is_some_and(|w| w.starts_with("--")) {
+                    let flag = words.remove(0);
+                    if let Some(stage) = flag.strip_prefix("--from=") {
+                        from = Some(stage.to_string());
+                    } else if !flag.starts_with("--chown=") && !flag.starts_with("--chmod=") {
+                        panic!("COPY {rest}: flag {flag} is not replayed by this test");
+                    }
+                }
+                let dest = words.pop().expect("COPY needs a destination");
+                assert!(!words.is_empty(), "COPY {rest}: no source");
+                for source in &words {
+                    assert!(
+                        !source.contains(['*', '?', '[']),
+                        "COPY {rest}: wildcards are not replayed by this test"
+                    );
+                }
+                Step::Copy {
+                    from,
+                    sources: words,
+                    dest,
+                }
+            }
+            "RUN" => {
+                assert!(
+                    !rest.starts_with('['),
+                    "RUN {rest}: write RUN in shell form"
+                );
+                Step::Run(rest.to_string())
+            }
+            "USER" => Step::User(rest.to_string()),
+            "VOLUME" => Step::Volume(list(rest)),
+            "EXPOSE" => Step::Expose(rest.split_whitespace().map(String::from).collect()),
+            "CMD" => Step::Cmd(
+                serde_json::from_str(rest)
+                    .unwrap_or_else(|e| panic!("CMD {rest}: write it in JSON form ({e})")),
+            ),
+            other => panic!("Dockerfile instruction {other} is not replayed by tests/container.rs"),
+        };
+        stages
+            .last_mut()
+            .unwrap_or_else(|| panic!("{keyword} before the first FROM"))
+            .steps
+            .push(step);
+    }
+    stages
+}
+
+/// The instructions, one a line: comments and blank lines dropped, `\` continuations joined.
+fn logical_lines(text: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut current = String::new();
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('#') || (current.is_empty() && trimmed.is_empty()) {
+            continue;
+        }
+        match line.trim_end().strip_suffix('\\') {
+            Some(head) => current.push_str(head),
+            None => {
+                current.push_str(line);
+                lines.push(current.trim().to_string());
+                current.clear();
+            }
+        }
+    }
+    assert!(
+        current.is_empty(),
+        "the Dockerfile ends inside a continuation"
+    );
+    lines
+}
+
+/// A JSON array, or words separated by white space.
+fn list(text: &str) -> Vec<String> {
+    if text.starts_with('[') {
+        serde_json::from_str(text).unwrap_or_else(|e| panic!("{text}: not a JSON array ({e})"))
+    } else {
+        text.split_whitespace().map(String::from).collect()
+    }
+}
+
+fn unquote(text: &str) -> String {
+    let text = text.trim();
+    text.strip_prefix('"')
+        .and_then(|t| t.strip_suffix('"'))
+        .unwrap_or(text)
+        .to_string()
+}
+
+/// `ENV K=V K2=V2` or the old `ENV K V`.
+fn env_pairs(text: &str) -> Vec<(String, String)> {
+    let first = text.split_whitespace().next().unwrap_or_default();
+    if first.contains('=') {
+        text.split_whitespace()
+            .map(|pair| {
+                let (k, v) = pair.split_once('=').expect("ENV K=V");
+                (k.to_string(), unquote(v))
+            })
+            .collect()
+    } else {
+        let (k, v) = text.split_once(char::is_whitespace).expect("ENV K V");
+        vec![(k.to_string(), unquote(v))]
+    }
+}
+
+/// `$NAME` and `${NAME}` replaced by their values, as Docker does outside RUN.
+fn expand(text: &str, vars: &BTreeMap<String, String>) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let (name, tail) = if let Some(braced) = after.strip_prefix('{') {
+            let end = braced.find('}').expect("unclosed ${");
+            (&braced[..end], &braced[end + 1..])
+        } else {
+            let end = after
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(after.len());
+            (&after[..end], &after[end..])
+        };
+        out.push_str(vars.get(name).map(String::as_str).unwrap_or_default());
+        rest = tail;
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `.dockerignore`: patterns of path components (`*` and `?` within one, `**` for any
+/// number); a path is left out when it or a folder above it matches.
+struct Ignore(Vec<Vec<String>>);
+
+impl Ignore {
+    fn load() -> Ignore {
+        let text =
+            fs::read_to_string(workspace().join(".dockerignore")).expect("read .dockerignore");
+        let mut patterns = Vec::new();
+        for line in text.lines() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            assert!(
+                !line.starts_with('!'),
+                ".dockerignore: exceptions (!) are not replayed by this test"
+            );
+            patterns.push(
+                line.split('/')
+                    .filter(|c| !c.is_empty() && *c != ".")
+                    .map(String::from)
+                    .collect(),
+            );
+        }
+        Ignore(patterns)
+    }
+
+    fn excludes(&self, path: &str) -> bool {
+        let parts: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
+        (1..=parts.len()).any(|n| self.0.iter().any(|p| components_match(p, &parts[..n])))
+    }
+}
+
+fn components_match(pattern: &[String], parts: &[&str]) -> bool {
+    match pattern.split_first() {
+        None => parts.is_empty(),
+        Some((first, rest)) if first == "**" => {
+            (0..=parts.len()).any(|skip| components_match(rest, &parts[skip..]))
+        }
+        Some((first, rest)) => {
+            !parts.is_empty() && glob(first.as_bytes(), parts[0].as_bytes()) && {
+                components_match(rest, &parts[1..])
+            }
+        }
+    }
+}
+
+fn glob(pattern: &[u8], name: &[u8]) -> bool {
+    match (pattern.first(), name.first()) {
+        (None, None) => true,
+        (Some(b'*'), _) => {
+            glob(&pattern[1..], name) || (!name.is_empty() && glob(pattern, &name[1..]))
+        }
+        (Some(b'?'), Some(_)) => glob(&pattern[1..], &name[1..]),
+        (Some(p), Some(n)) if p == n => glob(&pattern[1..], &name[1..]),
+        _ => false,
+    }
+}
+
+/// The build context: a clean copy of the repository's files, as `docker build .` would send
+/// them from a fresh clone.
+fn context() -> tempfile::TempDir {
+    let root = workspace();
+    let listed = Command::new("git")
+        .args([
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+        ])
+        .current_dir(&root)
+        .output()
+        .expect("git ls-files: this test copies the repository's files as git lists them");
+    assert!(listed.status.success(), "git ls-files failed");
+    let ignore = Ignore::load();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let names: BTreeSet<&str> = listed
+        .stdout
+        .split(|b| *b == 0)
+        .filter_map(|name| std::str::from_utf8(name).ok())
+        .filter(|name| !name.is_empty() && !ignore.excludes(name))
+        .collect();
+    for name in names {
+        let from = root.join(name);
+        // Listed but deleted in the working tree: not in the context.
+        let Ok(meta) = fs::symlink_metadata(&from) else {
+            continue;
+        };
+        let to = dir.path().join(name);
+        fs::create_dir_all(to.parent().unwrap()).unwrap();
+        if meta.file_type().is_symlink() {
+            std::os::unix::fs::symlink(fs::read_link(&from).unwrap(), &to).unwrap();
+        } else if meta.is_file() {
+            fs::copy(&from, &to).unwrap();
+        }
+    }
+    dir
+}
+
+/// `path` (absolute in the image, or relative to `workdir`) in the stage's folder `root`.
+fn inside(root: &Path, workdir: &str, path: &str) -> PathBuf {
+    let absolute = if path.starts_with('/') {
+        path.to_string()
+    } else {
+        format!("{}/{path}", workdir.trim_end_matches('/'))
+    };
+    let mut out = root.to_path_buf();
+    for part in absolute.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => panic!("{path}: `..` is not replayed by this test"),
+            part => out.push(part),
+        }
+    }
+    out
+}
+
+/// Docker's COPY of one source: a folder's contents go into `dest`; a file goes to `dest`, or
+/// into it when `dest` ends with `/` (or is a folder already).
+fn copy_source(source: &Path, dest: &Path, dest_is_dir: bool) {
+    let meta = fs::symlink_metadata(source)
+        .unwrap_or_else(|e| panic!("COPY source {} not found: {e}", source.display()));
+    if meta.is_dir() {
+        copy_dir(source, dest);
+    } else {
+        let target = if dest_is_dir || dest.is_dir() {
+            dest.join(source.file_name().unwrap())
+        } else {
+            dest.to_path_buf()
+        };
+        fs::create_dir_all(target.parent().unwrap()).unwrap();
+        copy_entry(source, &target);
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        copy_entry(&entry.path(), &to.join(entry.file_name()));
+    }
+}
+
+fn copy_entry(from: &Path, to: &Path) {
+    let kind = fs::symlink_metadata(from).unwrap().file_type();
+    if kind.is_symlink() {
+        std::os::unix::fs::symlink(fs::read_link(from).unwrap(), to).unwrap();
+    } else if kind.is_dir() {
+        copy_dir(from, to);
+    } else {
+        fs::copy(from, to).unwrap();
+    }
+}
+
+/// A stage replayed: its folder and what its instructions left set.
+struct Built {
+    dir: tempfile::TempDir,
+    workdir: String,
+    vars: BTreeMap<String, String>,
+    env: Vec<(String, String)>,
+    user: Option<String>,
+    users: BTreeSet<String>,
+    owned: BTreeSet<String>,
+    volumes: Vec<String>,
+    cmd: Option<Vec<String>>,
+    /// Each RUN run and its output; each not run, and why.
+    runs: Vec<String>,
+}
+
+impl Built {
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn path(&self, path: &str) -> PathBuf {
+        inside(self.root(), &self.workdir, path)
+    }
+}
+
+/// Replay `stage`. `built` are the stages before it, by name; `last` says it is the runtime
+/// stage (whose RUN may only make users and folders).
+fn replay(stage: &Stage, context: &Path, built: &BTreeMap<String, Built>, last: bool) -> Built {
+    let mut out = Built {
+        dir: tempfile::tempdir().expect("tempdir"),
+        workdir: "/".to_string(),
+        vars: BTreeMap::new(),
+        env: Vec::new(),
+        user: None,
+        users: BTreeSet::new(),
+        owned: BTreeSet::new(),
+        volumes: Vec::new(),
+        cmd: None,
+        runs: Vec::new(),
+    };
+    for step in &stage.steps {
+        match step {
+            Step::Arg { name, default } => {
+                let value = default.clone().unwrap_or_default();
+                out.vars.insert(name.clone(), expand(&value, &out.vars));
+            }
+            Step::Env(pairs) => {
+                for (k, v) in pairs {
+                    let v = expand(v, &out.vars);
+                    out.vars.insert(k.clone(), v.clone());
+                    out.env.retain(|(name, _)| name != k);
+                    out.env.push((k.clone(), v));
+                }
+            }
+            Step::Workdir(dir) => {
+                let dir = expand(dir, &out.vars);
+                let absolute = if dir.starts_with('/') {
+                    dir
+                } else {
+                    format!("{}/{dir}", out.workdir.trim_end_matches('/'))
+                };
+                fs::create_dir_all(inside(out.root(), "/", &absolute)).unwrap();
+                out.workdir = absolute;
+            }
+            Step::Copy {
+                from,
+                sources,
+                dest,
+            } => {
+                let dest_text = expand(dest, &out.vars);
+                let dest = out.path(&dest_text);
+                let dest_is_dir = dest_text.ends_with('/') || sources.len() > 1;
+                for source in sources {
+                    let source = expand(source, &out.vars);
+                    let path = match from {
+                        Some(stage) => {
+                            let stage = built
+                                .get(stage)
+                                .unwrap_or_else(|| panic!("COPY --from={stage}: no such stage"));
+                            inside(stage.root(), "/", &source)
+                        }
+                        None => inside(context, "/", &source),
+                    };
+                    copy_source(&path, &dest, dest_is_dir);
+                }
+            }
+            Step::Run(command) if last => runtime_run(command, &mut out),
+            Step::Run(command) => build_run(command, &mut out),
+            Step::User(user) => out.user = Some(expand(user, &out.vars)),
+            Step::Volume(paths) => {
+                out.volumes
+                    .extend(paths.iter().map(|p| expand(p, &out.vars)));
+            }
+            Step::Expose(_) => {}
+            Step::Cmd(argv) => out.cmd = Some(argv.clone()),
+        }
+    }
+    out
+}
+
+/// A build stage's RUN: run as written, except `cargo build` (the binary under test is put
+/// where it leaves it) and apt-get (the machine has the packages).
+fn build_run(command: &str, out: &mut Built) {
+    let words = command.split_whitespace().collect::<Vec<_>>().join(" ");
+    if words == "cargo build --release --locked" {
+        let target = out.path("target/release/filerouter");
+        fs::create_dir_all(target.parent().unwrap()).unwrap();
+        fs::copy(support::binary(), &target).expect("put the release binary in the build stage");
+        out.runs.push(format!(
+            "not run: {words} (the binary under test put in its place)"
+        ));
+        return;
+    }
+    if words.starts_with("apt-get ") {
+        out.runs
+            .push(format!("not run: {words} (the machine's own packages)"));
+        return;
+    }
+    for token in command.split(|c: char| c.is_whitespace() || ";&|()<>=\"'`".contains(c)) {
+        assert!(
+            !token.starts_with('/'),
+            "RUN {command}: `{token}` is an absolute path; a build step's paths must be relative to its WORKDIR"
+        );
+    }
+    let workdir = out.path(".");
+    let bin = out.path("target/release");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let started = Instant::now();
+    let output = Command::new("bash")
+        .arg("-c")
+        .arg(command)
+        .current_dir(&workdir)
+        .env_remove("FILEROUTER_CACHE_KEY")
+        .envs(&out.vars)
+        .env("PATH", path)
+        .output()
+        .expect("bash");
+    let log = format!(
+        "RUN {command}\n({:.1}s)\n{}{}",
+        started.elapsed().as_secs_f64(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "{log}\nfailed: {}", output.status);
+    out.runs.push(log);
+}
+
+/// A runtime stage's RUN: `a && b && ...` of mkdir, useradd, chown and chmod only.
+fn runtime_run(command: &str, out: &mut Built) {
+    for part in command.split("&&") {
+        let words: Vec<&str> = part.split_whitespace().collect();
+        let args = || words[1..].iter().filter(|w| !w.starts_with('-'));
+        match words.first().copied() {
+            Some("mkdir") => {
+                for dir in args() {
+                    fs::create_dir_all(out.path(dir)).unwrap();
+                }
+            }
+            Some("useradd") => {
+                let mut name = None;
+                let mut skip = false;
+                for word in &words[1..] {
+                    if skip {
+                        skip = false;
+                    } else if [
+                        "-u",
+                        "--uid",
+                        "-g",
+                        "--gid",
+                        "-G",
+                        "--groups",
+                        "-s",
+                        "--shell",
+                        "-d",
+                        "--home-dir",
+                        "-c",
+                        "--comment",
+                    ]
+                    .contains(word)
+                    {
+                        skip = true;
+                    } else if !word.starts_with('-') {
+                        name = Some(word.to_string());
+                    }
+                }
+                let name = name.expect("useradd NAME");
+                if words.contains(&"--create-home") || words.contains(&"-m") {
+                    fs::create_dir_all(out.path(&format!("/home/{name}"))).unwrap();
+                }
+                out.users.insert(name);
+            }
+            Some("chown") => {
+                let mut args = args();
+                let owner = args.next().expect("chown OWNER PATH...");
+                let user = owner.split(':').next().unwrap_or_default().to_string();
+                for path in args {
+                    out.owned.insert(format!("{user} {path}"));
+                }
+            }
+            Some("chmod") => {}
+            _ => panic!(
+                "RUN {command}: `{}` in the runtime stage is not replayed by tests/container.rs (keep it to mkdir, useradd, chown, chmod)",
+                part.trim()
+            ),
+        }
+    }
+    out.runs.push(format!("RUN {command} (interpreted)"));
+}
+
+/// The Dockerfile's default PATH for an image that sets none (Debian's).
+const IMAGE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The runtime stage's CMD, started: paths mapped into its folder, `--port` replaced.
+struct Container {
+    child: Child,
+    port: u16,
+    output: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Container {
+    fn start(image: &Built) -> Container {
+        let argv = image.cmd.clone().expect("the runtime stage has a CMD");
+        let port = free_port();
+        let path_var = image
+            .env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map_or(IMAGE_PATH.to_string(), |(_, v)| v.clone());
+        let program = if argv[0].contains('/') {
+            image.path(&argv[0])
+        } else {
+            path_var
+                .split(':')
+                .map(|dir| image.path(dir).join(&argv[0]))
+                .find(|candidate| candidate.is_file())
+                .unwrap_or_else(|| panic!("CMD {}: not on the image's PATH", argv[0]))
+        };
+        let mut args = Vec::new();
+        let mut words = argv[1..].iter();
+        while let Some(word) = words.next() {
+            if word == "--port" {
+                words.next().expect("--port VALUE");
+                args.extend(["--port".to_string(), port.to_string()]);
+            } else if word.starts_with('/') {
+                args.push(image.path(word).display().to_string());
+            } else {
+                args.push(word.clone());
+            }
+        }
+        let mut command = Command::new(&program);
+        command
+            .args(&args)
+            .current_dir(image.path("."))
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(user) = &image.user {
+            let home = image.path(&format!("/home/{user}"));
+            if home.is_dir() {
+                command.env("HOME", home);
+            }
+        }
+        for (k, v) in &image.env {
+            let value = if v.starts_with('/') {
+                v.split(':')
+                    .map(|p| image.path(p).display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(":")
+            } else {
+                v.clone()
+            };
+            command.env(k, value);
+        }
+        let mut child = command.spawn().expect("start the CMD");
+        let output = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::channel();
+        for stream in [
+            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stderr.take().unwrap()),
+        ] {
+            let (output, tx) = (output.clone(), tx.clone());
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    output.lock().unwrap().push(line.clone());
+                    if line.contains("http://") {
+                        let _ = tx.send(());
+                    }
+                }
+            });
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while rx.recv_timeout(Duration::from_millis(50)).is_err() {
+            let log = output.lock().unwrap().join("\n");
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("the CMD exited ({status}) before serving:\n{log}");
+            }
+            assert!(Instant::now() < deadline, "no banner within 60 s:\n{log}");
+        }
+        Container {
+            child,
+            port,
+            output,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    fn log(&self) -> String {
+        self.output.lock().unwrap().join("\n")
+    }
+
+    /// `docker stop`: SIGTERM, then the exit code.
+    fn stop(mut self) -> Option<i32> {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The ARG's default in the build stage.
+fn project_arg(stages: &[Stage]) -> String {
+    stages[0]
+        .steps
+        .iter()
+        .find_map(|step| match step {
+            Step::Arg {
+                name,
+                default: Some(value),
+            } if name == "PROJECT" => Some(value.clone()),
+            _ => None,
+        })
+        .expect("the build stage has ARG PROJECT=...")
+}
+
+/// Every name under `dir` (relative), files and folders.
+fn names_under(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(folder) = stack.pop() {
+        for entry in fs::read_dir(&folder).unwrap() {
+            let entry = entry.unwrap();
+            let path = entry.path();
+            out.push(path.strip_prefix(dir).unwrap().display().to_string());
+            if entry.file_type().unwrap().is_dir() {
+                stack.push(path);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_dockerfile_builds_an_image_that_serves_the_project_from_its_cache_alone() {
+    let started = Instant::now();
+    let stages = dockerfile();
+    assert!(stages.len() >= 2, "a build stage and a runtime stage");
+    let project = project_arg(&stages);
+    assert_eq!(
+        project, "examples/bookshop",
+        "the requests below are the bookshop's: change them with the default PROJECT"
+    );
+
+    let context = context();
+    // The bookshop has no public/; one file in the context's copy exercises its gathering.
+    let public = context.path().join(&project).join("public");
+    fs::create_dir_all(&public).unwrap();
+    fs::write(public.join("robots.txt"), "User-agent: *\nDisallow:\n").unwrap();
+
+    let mut built: BTreeMap<String, Built> = BTreeMap::new();
+    let (runtime, rest) = stages.split_last().unwrap();
+    for (i, stage) in rest.iter().enumerate() {
+        assert!(
+            !built.contains_key(&stage.image),
+            "FROM {}: a stage built on another is not replayed",
+            stage.image
+        );
+        let done = replay(stage, context.path(), &built, false);
+        built.insert(stage.name.clone().unwrap_or_else(|| i.to_string()), done);
+    }
+    let image = replay(runtime, context.path(), &built, true);
+    let steps = built
+        .values()
+        .chain([&image])
+        .flat_map(|b| b.runs.iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join("\n");
+    eprintln!("{steps}");
+    // The build stage's `filerouter build` said that public/ must travel beside .cache/.
+    assert!(
+        steps.contains("note: public/ (1 file, 24 bytes) is not in .cache/: `filerouter run` serves it from the project folder, so deploy public/ beside .cache/"),
+        "{steps}"
+    );
+
+    // The image holds the binary, and of the project only .cache/, public/ and the data folder.
+    let user = image.user.clone().expect("USER");
+    assert!(
+        image.users.contains(&user),
+        "USER {user} is made by useradd"
+    );
+    let app = image.path("/app");
+    let mut top: Vec<String> = fs::read_dir(&app)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    top.sort();
+    assert_eq!(top, [".cache", ".data", "public"], "{}", app.display());
+    for name in names_under(image.root()) {
+        let last = name.rsplit('/').next().unwrap_or_default();
+        assert!(
+            !["routes", "config.py", ".packages", "requirements.txt"].contains(&last),
+            "the image holds {name}"
+        );
+    }
+    // The data folder is a volume the user owns, as is the compiled-code cache.
+    let cache_dir = image
+        .env
+        .iter()
+        .find(|(k, _)| k == "FILEROUTER_CACHE_DIR")
+        .map(|(_, v)| v.clone())
+        .expect("ENV FILEROUTER_CACHE_DIR");
+    let data_dir = {
+        let cmd = image.cmd.clone().unwrap();
+        let at = cmd
+            .iter()
+            .position(|a| a == "--data-dir")
+            .expect("--data-dir");
+        cmd[at + 1].clone()
+    };
+    assert!(image.volumes.contains(&data_dir), "VOLUME {data_dir}");
+    for dir in [&data_dir, &cache_dir] {
+        assert!(image.path(dir).is_dir(), "{dir} is made in the image");
+        assert!(
+            image.owned.contains(&format!("{user} {dir}")),
+            "{dir} is chowned to {user}: {:?}",
+            image.owned
+        );
+    }
+
+    let server = Container::start(&image);
+    let http = client();
+    let books = http.get(server.url("/books")).send().unwrap();
+    assert_eq!(books.status(), 200, "{}", server.log());
+    let books: serde_json::Value = books.json().unwrap();
+    assert_eq!(books.as_array().map(Vec::len), Some(3), "{books}");
+    let robots = http.get(server.url("/robots.txt")).send().unwrap();
+    assert_eq!(robots.status(), 200);
+    assert!(robots.text().unwrap().contains("User-agent"));
+    // A token (PyJWT: the packages were baked into the cache), then a write to the kv store.
+    let token: serde_json::Value = http
+        .post(server.url("/token"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("username=alice&password=wonderland")
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let token = token["access_token"].as_str().expect("a token").to_string();
+    let created = http
+        .post(server.url("/books"))
+        .bearer_auth(&token)
+        .json(&json!({"title": "Emma", "author": "Jane Austen", "price": 8}))
+        .send()
+        .unwrap();
+    assert_eq!(created.status(), 201, "{}", server.log());
+    let database = image.path(&data_dir).join("db.sqlite3");
+    assert!(database.is_file(), "{} was not written", database.display());
+    assert_eq!(server.stop(), Some(0), "SIGTERM stops it cleanly");
+
+    // A new container on the same volume sees what the first one wrote.
+    let server = Container::start(&image);
+    let books: serde_json::Value = http
+        .get(server.url("/books"))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let titles: Vec<&str> = books
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|b| b["title"].as_str())
+        .collect();
+    assert_eq!(
+        titles,
+        ["Dune", "Cosmos", "SPQR", "Emma"],
+        "{}",
+        server.log()
+    );
+    assert_eq!(server.stop(), Some(0));
+    eprintln!(
+        "the Dockerfile replayed and served in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+#[test]
+fn the_image_runs_as_a_user_that_is_not_root_and_listens_where_it_says() {
+    let stages = dockerfile();
+    let runtime = stages.last().unwrap();
+    let mut user = None;
+    let mut exposed = Vec::new();
+    let mut volumes = Vec::new();
+    let mut cmd = None;
+    for step in &runtime.steps {
+        match step {
+            Step::User(name) => user = Some(name.clone()),
+            Step::Expose(ports) => exposed.extend(ports.iter().cloned()),
+            Step::Volume(paths) => volumes.extend(paths.iter().cloned()),
+            Step::Cmd(argv) => cmd = Some(argv.clone()),
+            _ => {}
+        }
+    }
+    let user = user.expect("the runtime stage sets USER");
+    let name = user.split(':').next().unwrap_or_default();
+    assert!(
+        !name.is_empty() && name != "root" && name != "0",
+        "USER {user} is root"
+    );
+    let cmd = cmd.expect("CMD");
+    assert_eq!(cmd[..2], ["filerouter", "run"]);
+    let flag = |flag: &str| {
+        let at = cmd.iter().position(|a| a == flag);
+        at.map(|at| cmd[at + 1].clone())
+    };
+    assert_eq!(flag("--host").as_deref(), Some("0.0.0.0"));
+    let port = flag("--port").expect("--port");
+    assert_eq!(exposed, std::slice::from_ref(&port), "EXPOSE {port}");
+    let data = flag("--data-dir").expect("--data-dir");
+    assert!(volumes.contains(&data), "VOLUME {data}");
+    assert!(
+        stages[..stages.len() - 1]
+            .iter()
+            .all(|s| s.image.contains("bookworm")),
+        "the build stage is Debian bookworm, as the runtime"
+    );
+    assert!(runtime.image.starts_with("debian:bookworm"));
+}
+
+#[test]
+fn dockerignore_leaves_out_build_output_and_local_state() {
+    let ignore = Ignore::load();
+    for left_out in [
+        "target",
+        "target/release/filerouter",
+        ".git/HEAD",
+        "tests/.venv/bin/python",
+        "tests/browser/node_modules/playwright-core/package.json",
+        "examples/bookshop/.cache/bundle.bin",
+        "examples/bookshop/.data/db.sqlite3",
+        "examples/bookshop/.packages/jwt/__init__.py",
+        ".cache/bundle.bin",
+    ] {
+        assert!(ignore.excludes(left_out), "{left_out} is in the context");
+    }
+    for kept in [
+        "Cargo.lock",
+        "Dockerfile",
+        "host/src/main.rs",
+        "host/build.rs",
+        "guest-python/dispatcher.py",
+        "examples/bookshop/config.py",
+        "examples/bookshop/routes/index.py",
+        "tests/container.rs",
+    ] {
+        assert!(!ignore.excludes(kept), "{kept} is left out of the context");
+    }
+}
