@@ -13,9 +13,29 @@ fn init_creates_a_project_that_dev_serves() {
     let (code, stdout, stderr) = run(&["init", "shop"], dir.path());
     assert_eq!(code, 0, "{stdout}{stderr}");
     let shop = dir.path().join("shop");
-    for file in ["routes/index.py", "config.py", ".gitignore"] {
+    for file in [
+        "routes/index.py",
+        "config.py",
+        ".gitignore",
+        "tests/test_routes.py",
+        "pyproject.toml",
+    ] {
         assert!(shop.join(file).is_file(), "{file} missing");
     }
+    // A test that pytest runs with filerouter's TestClient, and filerouter as a development
+    // dependency (tests/wheel.rs runs that test from the wheel).
+    let pyproject = std::fs::read_to_string(shop.join("pyproject.toml")).unwrap();
+    assert!(
+        pyproject.contains("name = \"shop\"")
+            && pyproject.contains("[dependency-groups]\ndev = [\"filerouter\", \"pytest\"]")
+            && pyproject.contains("testpaths = [\"tests\"]"),
+        "{pyproject}"
+    );
+    let test = std::fs::read_to_string(shop.join("tests/test_routes.py")).unwrap();
+    assert!(
+        test.contains("from filerouter.testing import TestClient"),
+        "{test}"
+    );
     assert!(shop.join("public").is_dir());
     let ignored = std::fs::read_to_string(shop.join(".gitignore")).unwrap();
     // The build cache, the project's data (its database and kv store) and its secrets (the

@@ -113,3 +113,21 @@ pub fn run_bounded(args: &[&str], cwd: &Path, time: Duration, memory: u64) -> Bo
         elapsed: started.elapsed(),
     }
 }
+
+/// Copy the folder `from` to `to` (made if missing), leaving out entries named in `skip` at
+/// any depth (`.packages`, `.cache`, `.data`, `__pycache__`, ...).
+pub fn copy_tree(from: &Path, to: &Path, skip: &[&str]) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        if skip.iter().any(|s| entry.file_name() == *s) {
+            continue;
+        }
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target, skip);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}

@@ -1,4 +1,5 @@
-//! `filerouter init NAME`: create a project from the template in `cli/template/`.
+//! `filerouter init NAME`: create a project from the template in `cli/template/`, with a test
+//! (`tests/test_routes.py`, filerouter's TestClient) and a `pyproject.toml` that `pytest` runs.
 
 use std::{fs, path::Path};
 
@@ -9,7 +10,14 @@ const FILES: &[(&str, &str)] = &[
     ("config.py", include_str!("template/config.py")),
     (".gitignore", include_str!("template/gitignore")),
     ("public/.gitkeep", ""),
+    (
+        "tests/test_routes.py",
+        include_str!("template/test_routes.py"),
+    ),
 ];
+
+/// `pyproject.toml`, with the project's name in it.
+const PYPROJECT: &str = include_str!("template/pyproject.toml");
 
 pub fn run(name: &Path) -> anyhow::Result<()> {
     if name.as_os_str().is_empty() {
@@ -36,7 +44,38 @@ pub fn run(name: &Path) -> anyhow::Result<()> {
         }
         fs::write(&path, content).with_context(|| format!("cannot write {}", path.display()))?;
     }
+    let pyproject = name.join("pyproject.toml");
+    let text = PYPROJECT.replace("{name}", &distribution_name(name));
+    fs::write(&pyproject, text).with_context(|| format!("cannot write {}", pyproject.display()))?;
     println!("Created {}. Next:", name.display());
     println!("  cd {} && filerouter dev", name.display());
+    println!("  pytest                      # tests/test_routes.py, with filerouter's TestClient");
     Ok(())
+}
+
+/// The folder's name as a Python distribution name (PEP 508: letters, digits, `-`, `_`, `.`;
+/// starting and ending with a letter or digit), for `pyproject.toml`.
+fn distribution_name(folder: &Path) -> String {
+    let base = folder
+        .canonicalize()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .or_else(|| folder.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_default();
+    let cleaned: String = base
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '_' {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let trimmed = cleaned.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+    if trimmed.is_empty() {
+        "filerouter-app".to_string()
+    } else {
+        trimmed.to_string()
+    }
 }
