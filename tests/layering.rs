@@ -2,9 +2,10 @@
 //! imports a module that imports it back, directly or through others.
 //!
 //! Read from the source, not run: every `crate::name` a module of `host/src/` mentions outside
-//! comments and its `#[cfg(test)] mod tests` is an import of the top-level module `name`. Not
-//! checked: the sandbox's own circle with the plugins and `config.py` (`sandbox`, `plugins`,
-//! `config`), which the request path calls into but which never import it back.
+//! comments and its `#[cfg(test)] mod tests` is an import of the top-level module `name`. The
+//! sandbox's layer imports one way too (issue 28): settings (`config`) at the bottom, the
+//! `sandbox` above them, `plugins` and `tenants` above the sandbox; and no module anywhere
+//! imports one that imports it back.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -170,6 +171,55 @@ fn no_module_on_the_request_path_imports_one_that_imports_it_back() {
         "imports that come back:\n  {}",
         circles.join("\n  ")
     );
+}
+
+#[test]
+fn no_module_anywhere_imports_one_that_imports_it_back() {
+    let graph = graph();
+    let circles: Vec<String> = graph
+        .keys()
+        .filter_map(|module| way_back(&graph, module, module))
+        .map(|way| way.join(" -> "))
+        .collect();
+    assert!(
+        circles.is_empty(),
+        "imports that come back:\n  {}",
+        circles.join("\n  ")
+    );
+}
+
+#[test]
+fn the_sandbox_layer_imports_downward() {
+    let graph = graph();
+    let reaches = |from: &str, to: &str| {
+        way_back(&graph, from, to)
+            .map(|way| way.join(" -> "))
+            .unwrap_or_default()
+    };
+    // (lower, higher): the lower one never reaches the higher one.
+    for (lower, higher) in [
+        ("config", "sandbox"),
+        ("config", "plugins"),
+        ("config", "tenants"),
+        ("sandbox", "plugins"),
+        ("sandbox", "tenants"),
+        ("plugins", "tenants"),
+    ] {
+        assert!(graph.contains_key(lower) && graph.contains_key(higher));
+        let way = reaches(lower, higher);
+        assert!(way.is_empty(), "{lower} imports {higher}: {way}");
+    }
+    // And the higher ones do use the lower ones (else the check above proves nothing).
+    for (higher, lower) in [
+        ("sandbox", "config"),
+        ("plugins", "sandbox"),
+        ("tenants", "sandbox"),
+    ] {
+        assert!(
+            !reaches(higher, lower).is_empty(),
+            "{higher} no longer uses {lower}"
+        );
+    }
 }
 
 #[test]

@@ -2,7 +2,9 @@
 //!
 //! The guest checks names and types and reports errors with the line (`settings.py` in the
 //! guest); this module turns the guest's JSON into typed [`Settings`] and derives the values
-//! the host uses.
+//! the host uses, the sandbox's [`Limits`] among them. It is the bottom of the sandbox's
+//! layer: it imports neither the sandbox nor the plugins; running `config.py` is the
+//! sandbox's (`Sandbox::load_settings`), loading plugins is `crate::plugins`'.
 
 use std::{collections::BTreeMap, path::Path, time::Duration};
 
@@ -10,8 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     environment::{Environment, EnvironmentError, Gathered, Sources},
-    regular_file::{self, FileError},
-    sandbox::{Limits, ProjectError, Sandbox, SandboxError},
+    scheduler::TimeLimits,
 };
 
 /// Everything `config.py` may set (DECISIONS.md, "Project files"). Absent means default.
@@ -156,54 +157,25 @@ impl BuildSettings {
     }
 }
 
-/// Why `config.py` could not be used.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("config.py:{line}: {kind}: {message}", line = .0.line.unwrap_or(1), kind = .0.kind, message = .0.message)]
-    Project(Box<ProjectError>),
-    #[error("config.py: {0}")]
-    Invalid(String),
-    #[error(transparent)]
-    Read(crate::regular_file::FileError),
-    #[error("config.py: {0}")]
-    Sandbox(SandboxError),
-}
-
 impl Settings {
-    /// Evaluate `root/config.py` in the sandbox; no file means all defaults. The file is read
-    /// on a blocking thread, and only if it is a regular file of a sane size.
-    pub async fn load(sandbox: &Sandbox, root: &Path) -> Result<Settings, ConfigError> {
-        let path = root.join("config.py");
-        let read = tokio::task::spawn_blocking(move || {
-            regular_file::read_to_string(&path, regular_file::MAX_SOURCE_BYTES)
-        })
-        .await
-        .map_err(|e| ConfigError::Invalid(format!("reading config.py failed: {e}")))?;
-        let source = match read {
-            Ok(source) => source,
-            Err(FileError::NotFound(_)) => return Ok(Settings::default()),
-            Err(e) => return Err(ConfigError::Read(e)),
-        };
-        let json = sandbox.load_config(&source).await.map_err(|e| match e {
-            SandboxError::Project(error) => ConfigError::Project(error),
-            other => ConfigError::Sandbox(other),
-        })?;
+    /// The settings from the JSON that the guest made of `config.py` (the sandbox's
+    /// `load_settings` runs it), checked again here. `Err` says what is wrong, for
+    /// `config.py: ...`.
+    pub fn from_json(json: &str) -> Result<Settings, String> {
         // The guest checked names, types and ranges with their lines; this is a backstop, and
         // the JSON's own line and column would mean nothing to the user.
-        let settings: Settings = serde_json::from_str(&json).map_err(|e| {
+        let settings: Settings = serde_json::from_str(json).map_err(|e| {
             let text = e.to_string();
-            let reason = text.split(" at line ").next().unwrap_or(&text);
-            ConfigError::Invalid(format!("a setting has a value out of range: {reason}"))
+            let reason = text.split(" at line ").next().unwrap_or(&text).to_string();
+            format!("a setting has a value out of range: {reason}")
         })?;
         settings.validate()?;
         Ok(settings)
     }
 
-    fn validate(&self) -> Result<(), ConfigError> {
+    fn validate(&self) -> Result<(), String> {
         if self.sandbox.memory_mb == Some(0) {
-            return Err(ConfigError::Invalid(
-                "sandbox['memory_mb'] must be at least 1".into(),
-            ));
+            return Err("sandbox['memory_mb'] must be at least 1".to_string());
         }
         for (name, value) in [
             ("timeout_s", self.sandbox.timeout_s),
@@ -212,22 +184,18 @@ impl Settings {
             if let Some(t) = value
                 && !(t > 0.0 && t.is_finite() && t <= 86_400.0)
             {
-                return Err(ConfigError::Invalid(format!(
+                return Err(format!(
                     "sandbox['{name}'] must be a positive number of seconds (at most 86400)"
-                )));
+                ));
             }
         }
         if let Some(ms) = self.sandbox.cpu_ms
             && !(1..=86_400_000).contains(&ms)
         {
-            return Err(ConfigError::Invalid(
-                "sandbox['cpu_ms'] must be from 1 to 86400000".into(),
-            ));
+            return Err("sandbox['cpu_ms'] must be from 1 to 86400000".to_string());
         }
         if self.server.workers == Some(0) {
-            return Err(ConfigError::Invalid(
-                "server['workers'] must be at least 1".into(),
-            ));
+            return Err("server['workers'] must be at least 1".to_string());
         }
         Ok(())
     }
@@ -307,6 +275,43 @@ impl Settings {
                 .max_body_bytes
                 .map(|b| b as usize)
                 .unwrap_or(default.max_body_bytes),
+        }
+    }
+}
+
+/// The limits one call into the guest runs under (DECISIONS.md, "Sandbox guarantees"), from
+/// `config.py`'s `sandbox` (or a tenant's section). The sandbox enforces them
+/// (`crate::sandbox::MemoryLimiter`, the scheduler's budgets).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    /// The most linear memory one instance may grow to.
+    pub memory_bytes: usize,
+    /// The CPU time one call may use (`sandbox.cpu_ms`); time spent waiting is not counted.
+    pub cpu: Duration,
+    /// The wall-clock time one call may take (`sandbox.wall_s`): its CPU time plus the time it
+    /// is blocked in host calls; time spent queued or waiting for a thread is not counted.
+    pub wall: Duration,
+    /// The largest request body the host accepts (larger bodies get 413).
+    pub max_body_bytes: usize,
+}
+
+impl Limits {
+    /// The time limits, as the scheduler enforces them.
+    pub fn time(&self) -> TimeLimits {
+        TimeLimits {
+            cpu: self.cpu,
+            wall: self.wall,
+        }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            memory_bytes: 256 * 1024 * 1024,
+            cpu: Duration::from_secs(30),
+            wall: Duration::from_secs(30),
+            max_body_bytes: 10 * 1024 * 1024,
         }
     }
 }

@@ -28,11 +28,10 @@ use syntect::{
 };
 
 use crate::{
-    config::ConfigError,
     mode::Mode,
     response::{Body, full, json as json_response},
     routes::scan::ScanError,
-    sandbox::ProjectError,
+    sandbox::{ConfigError, ProjectError},
 };
 
 const INTERNAL: &str = r#"{"detail":"Internal Server Error"}"#;

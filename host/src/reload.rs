@@ -21,7 +21,6 @@ use notify::{Config, Event, RecommendedWatcher, RecursiveMode, Watcher};
 
 use crate::{
     app::{App, Loaded},
-    config::Settings,
     error_page::Failure,
     project::Project,
 };
@@ -156,7 +155,7 @@ async fn reload(app: &App, changed: Changed) -> bool {
     let mut settings = current.settings.clone();
     let mut config_error = current.config_error.clone();
     if config_changed {
-        match Settings::load(&sandbox, &app.root).await {
+        match sandbox.load_settings(&app.root).await {
             Ok(loaded) => {
                 let limits = loaded.limits();
                 if &limits != sandbox.limits() {

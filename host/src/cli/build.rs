@@ -13,6 +13,7 @@
 use std::{
     fs,
     path::Path,
+    sync::Arc,
     time::{Instant, SystemTime},
 };
 
@@ -70,7 +71,7 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
         Limits::default(),
         scheduler.tooling(),
     )?;
-    let settings = Settings::load(&boot, &root).await?;
+    let settings = boot.load_settings(&root).await?;
     let level = args
         .compression
         .map(i32::from)
@@ -133,7 +134,7 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
         root_files,
         packages,
         settings.limits().memory_bytes,
-        plugins.clone(),
+        Some(Arc::new(plugins.clone())),
         settings.declared_environment(),
     )
     .await

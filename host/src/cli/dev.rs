@@ -8,7 +8,6 @@ use anyhow::{Context, bail};
 use super::ServeArgs;
 use crate::{
     app::{App, Loaded},
-    config::Settings,
     data::Data,
     logging,
     mode::Mode,
@@ -42,7 +41,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .context("engine setup panicked")??;
     let boot = Sandbox::new(boot_engine, None, Limits::default(), scheduler.tooling())?;
-    let settings = Settings::load(&boot, &root).await?;
+    let settings = boot.load_settings(&root).await?;
     drop(boot);
     logging::init(Mode::Development, settings.logging.level.as_deref());
     let workers = settings
@@ -65,8 +64,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     .context("opening the data folder panicked")??;
     let migration_error = reload::migrate(&root, &data).await;
     let sandbox = Sandbox::with_data(engine, Some(&routes_dir), settings.limits(), data, queue)?;
-    let sandbox = sandbox
-        .with_plugins(crate::plugins::load_in_background(&root, &settings.plugins).await?)?;
+    let plugins = crate::plugins::load_in_background(&root, &settings.plugins).await?;
+    let sandbox = sandbox.with_plugins(plugins.clone())?;
     let environment = settings.project_environment(&root).await?;
     if let Some(missing) = environment.missing_message(false) {
         tracing::warn!("{missing} (reading it raises KeyError until then)");
@@ -105,7 +104,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let listener = super::listen(&settings.server, args.host, args.port).await?;
     let address = listener.local_addr().context("no local address")?;
     print_routes(&project);
-    for plugin in sandbox.plugins().iter() {
+    for plugin in plugins.iter() {
         println!("  {:<24} {:<28} {}", "plugin", plugin.name, plugin.file);
     }
     let routes = project.routes.len();

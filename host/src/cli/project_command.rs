@@ -90,6 +90,6 @@ pub(super) fn load_settings(root: &Path) -> anyhow::Result<Option<Settings>> {
             .context("engine setup panicked")??;
         let scheduler = crate::scheduler::Scheduler::new(1);
         let sandbox = Sandbox::new(engine, None, Limits::default(), scheduler.tooling())?;
-        Ok(Some(Settings::load(&sandbox, root).await?))
+        Ok(Some(sandbox.load_settings(root).await?))
     })
 }

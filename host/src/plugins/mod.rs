@@ -9,7 +9,9 @@
 //! into the build cache ([`sealed`]); `filerouter plugins stubs` writes `.pyi` files ([`stubs`]).
 //!
 //! This module is not the route guest's sandbox (`crate::sandbox`); a plugin never sees the
-//! guest's memory, and the guest reaches a plugin only through the `plugins` host service.
+//! guest's memory, and the guest reaches a plugin only through the `plugins` host service. It
+//! sits above the sandbox: [`Plugins`] and [`Session`] implement the sandbox's
+//! `plugin_calls::{PluginSet, PluginSession}`, and the sandbox names no type of this module.
 
 pub mod contract;
 pub mod engine;
@@ -146,6 +148,12 @@ impl Plugin {
 #[derive(Default, Clone)]
 pub struct Plugins {
     by_name: Arc<BTreeMap<String, Arc<Plugin>>>,
+}
+
+impl std::fmt::Debug for Plugins {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.names()).finish()
+    }
 }
 
 impl Plugins {

@@ -3,7 +3,8 @@
 //! with the request. A plugin the request never calls costs nothing.
 //!
 //! This is the host side of `plugins.describe` and `plugins.call` (`wit/filerouter.wit`); the
-//! route guest's `CallState` holds one `Session`.
+//! sandbox opens one `Session` per call through `crate::sandbox::plugin_calls`, which `Plugins`
+//! implements.
 
 use std::{collections::HashMap, sync::Arc, time::Instant};
 
@@ -18,6 +19,7 @@ use crate::{
     sandbox::{
         MemoryLimiter, PluginCallError as CallError, PluginFunctionInfo, PluginNode as Node,
         output::GuestOutput,
+        plugin_calls::{PluginCall, PluginSession, PluginSet},
     },
     scheduler::Budget,
 };
@@ -32,68 +34,51 @@ struct Live {
 pub struct Session {
     plugins: Plugins,
     /// Shared with the route's instance: plugin memory counts against the request's cap.
-    budget: Option<MemoryLimiter>,
+    budget: MemoryLimiter,
     deadline: Instant,
     /// The request's time budget in the scheduler: plugin code counts against its CPU limit
-    /// and may be stopped at any epoch tick, like route code.
+    /// and may be stopped at any epoch tick, like route code. None while baking.
     time: Option<Budget>,
-    /// The project's key-value store; `None` in a session made by `default()` (which has no
-    /// plugins to give it to) until a plugin starts: opening an in-memory store costs a SQLite
-    /// database and its schema, which every request paid for nothing while `CallState::new`
-    /// made a default session before setting the real one.
-    kv: Option<Arc<KvStore>>,
+    /// The project's key-value store.
+    kv: Arc<KvStore>,
     /// Where the plugins' stdout and stderr go: the request's captured output.
     output: Option<GuestOutput>,
     live: HashMap<String, Live>,
 }
 
-impl Default for Session {
-    fn default() -> Self {
-        Self {
-            plugins: Plugins::default(),
-            budget: None,
-            deadline: Instant::now(),
-            time: None,
-            kv: None,
-            output: None,
+/// The sandbox opens one session per call of a project with plugins; a project without any
+/// gets none (and the guest's calls hear that it declares none).
+impl PluginSet for Plugins {
+    fn open(&self, call: PluginCall) -> Box<dyn PluginSession> {
+        Box::new(Session {
+            plugins: self.clone(),
+            budget: call.memory,
+            deadline: call.deadline,
+            time: call.time,
+            kv: call.kv,
+            output: call.output,
             live: HashMap::new(),
-        }
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl PluginSession for Session {
+    fn describe(&self, name: &str) -> Result<Vec<PluginFunctionInfo>, String> {
+        Session::describe(self, name)
+    }
+
+    async fn call(
+        &mut self,
+        name: &str,
+        function: &str,
+        args: Vec<Node>,
+    ) -> wasmtime::Result<Result<Vec<Node>, CallError>> {
+        Session::call(self, name, function, args).await
     }
 }
 
 impl Session {
-    /// The session of a request that may call `plugins`, drawing memory from `budget` and
-    /// stopping at `deadline`.
-    pub fn new(
-        plugins: Plugins,
-        budget: MemoryLimiter,
-        deadline: Instant,
-        kv: Arc<KvStore>,
-    ) -> Self {
-        Self {
-            plugins,
-            budget: Some(budget),
-            deadline,
-            time: None,
-            kv: Some(kv),
-            output: None,
-            live: HashMap::new(),
-        }
-    }
-
-    /// Count the plugins' time against the request's `budget` (its CPU limit, and yielding
-    /// to a tenant that used less CPU), checked at every epoch tick of a plugin's store.
-    pub fn with_time(mut self, budget: Budget) -> Self {
-        self.time = Some(budget);
-        self
-    }
-
-    /// Send the plugins' stdout and stderr to `output` (the request's, logged with it).
-    pub fn with_output(mut self, output: GuestOutput) -> Self {
-        self.output = Some(output);
-        self
-    }
-
     /// How many plugin instances this request has made.
     pub fn instances(&self) -> usize {
         self.live.len()
@@ -177,11 +162,8 @@ impl Session {
 
         let what = function.describe(name);
         if !self.live.contains_key(name) {
-            let budget = match &self.budget {
-                Some(budget) => budget.share(),
-                None => MemoryLimiter::new(crate::sandbox::Limits::default().memory_bytes),
-            };
-            let kv = self.kv.get_or_insert_with(Arc::default).clone();
+            let budget = self.budget.share();
+            let kv = self.kv.clone();
             let io = (kv, self.output.clone());
             let time = (self.deadline, self.time.clone());
             match start(&plugin, budget, time, io).await {
@@ -234,7 +216,7 @@ impl Session {
         if interrupted || Instant::now() >= self.deadline {
             return Err(wasmtime::Error::from(Trap::Interrupt));
         }
-        let cap = self.budget.as_ref().map(MemoryLimiter::cap).unwrap_or(0) / (1024 * 1024);
+        let cap = self.budget.cap() / (1024 * 1024);
         let mut message = format!("{what} trapped: {error:#}");
         if let Some(trap) = error.downcast_ref::<Trap>() {
             message = format!("{what} trapped: {trap}");
@@ -277,18 +259,4 @@ async fn start(
     });
     let instance = plugin.pre.instantiate_async(&mut store).await?;
     Ok(Live { store, instance })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every request's `CallState` starts from a default session: it must open nothing (it
-    /// once opened an in-memory SQLite store per request, a quarter of a trivial request's CPU
-    /// beside the linked guest), and a store appears only when a plugin starts.
-    #[test]
-    fn a_default_session_opens_no_store() {
-        let session = Session::default();
-        assert!(session.kv.is_none());
-    }
 }

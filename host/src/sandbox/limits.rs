@@ -1,8 +1,6 @@
-//! Per-call limits of the sandbox: memory cap, CPU time, wall-clock cap, request body size;
-//! and the memory limiter that enforces the cap (shared by a request's route and plugin
-//! instances) and remembers whether it had to.
-
-use std::time::Duration;
+//! The memory limiter that enforces a call's memory cap (from the [`crate::config::Limits`] of
+//! the project or tenant), shared by a request's route and plugin instances, and remembers
+//! whether it had to.
 
 use std::sync::{
     Arc,
@@ -10,43 +8,6 @@ use std::sync::{
 };
 
 use wasmtime::ResourceLimiter;
-
-use crate::scheduler::TimeLimits;
-
-/// The limits one call into the guest runs under (DECISIONS.md, "Sandbox guarantees").
-#[derive(Debug, Clone, PartialEq)]
-pub struct Limits {
-    /// The most linear memory one instance may grow to.
-    pub memory_bytes: usize,
-    /// The CPU time one call may use (`sandbox.cpu_ms`); time spent waiting is not counted.
-    pub cpu: Duration,
-    /// The wall-clock time one call may take (`sandbox.wall_s`): its CPU time plus the time it
-    /// is blocked in host calls; time spent queued or waiting for a thread is not counted.
-    pub wall: Duration,
-    /// The largest request body the host accepts (larger bodies get 413).
-    pub max_body_bytes: usize,
-}
-
-impl Limits {
-    /// The time limits, as the scheduler enforces them.
-    pub fn time(&self) -> TimeLimits {
-        TimeLimits {
-            cpu: self.cpu,
-            wall: self.wall,
-        }
-    }
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            memory_bytes: 256 * 1024 * 1024,
-            cpu: Duration::from_secs(30),
-            wall: Duration::from_secs(30),
-            max_body_bytes: 10 * 1024 * 1024,
-        }
-    }
-}
 
 /// The memory limiter of one instance, drawing on its request's memory cap: the route guest's
 /// instance and those of the plugins it calls share one budget (`share`), so a request cannot

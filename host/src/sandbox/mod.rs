@@ -5,8 +5,11 @@
 //! [`Sandbox::load_config`]) makes a new `Store` and instance with the project's `routes/`
 //! preopened read-only (in development; production instances see no files at all), runs one
 //! export, and drops the instance: nothing survives a call. [`snapshot`] bakes the project's
-//! modules into the guest for production. The project's plugins (`crate::plugins`) ride along:
+//! modules into the guest for production. The project's plugins ride along through the traits
+//! of [`plugin_calls`] (`crate::plugins` implements them; the sandbox names none of its types):
 //! each call gets a plugin session whose instances are made on first use and dropped with it.
+//! Below the sandbox: its settings (`crate::config`, where [`Limits`] is defined), the
+//! scheduler, the data; above it: the plugins, the project, the tenants, the server.
 //! Limits (memory, time) are enforced per call; see [`Limits`]. Every call waits for its
 //! turn in a [`crate::scheduler`] queue and runs on the scheduler's guest threads, which
 //! count the CPU time it uses: requests in the sandbox's own queue under the project's
@@ -23,10 +26,12 @@ pub mod background;
 mod bindings;
 pub(crate) mod checked_code;
 mod compiled_functions;
+mod config_py;
 pub mod engine;
 mod guest;
 mod limits;
 pub mod output;
+pub mod plugin_calls;
 pub mod reset;
 mod services;
 pub mod slots;
@@ -44,6 +49,7 @@ use std::{
 use wasmtime::{Store, UpdateDeadline, component::ResourceTable};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
+pub use crate::config::Limits;
 pub use bindings::filerouter::sandbox::plugins::{
     CallError as PluginCallError, FunctionInfo as PluginFunctionInfo, Node as PluginNode,
 };
@@ -51,8 +57,9 @@ pub use bindings::filerouter::sandbox::types::{
     HandlerInfo, HandlerParam, HttpRequest, HttpResponse, PageTarget, ParamValue, PathParam,
     ProjectError, RouteInspection, RouteTarget, Target,
 };
+pub use config_py::ConfigError;
 pub use guest::SHA256 as GUEST_SHA256;
-pub use limits::{Limits, MemoryLimiter};
+pub use limits::MemoryLimiter;
 pub use services::Upstream;
 
 use crate::{
@@ -60,11 +67,11 @@ use crate::{
     db,
     environment::Environment,
     kv::KvStore,
-    plugins::Plugins,
     scheduler::{Budget, Overrun, Queue, Rejected, Stopped, TimeLimits, Verdict},
 };
 
 use bindings::RouterPre;
+use plugin_calls::{PluginCall, PluginSession, PluginSet};
 
 /// Why a call into the guest produced no answer from project code.
 #[derive(Debug, thiserror::Error)]
@@ -111,8 +118,9 @@ struct CallState {
     /// Where a request's response goes when the guest sends it before the call ends, to run
     /// background tasks after it (`background.respond`); taken by the first send.
     early: Option<tokio::sync::oneshot::Sender<HttpResponse>>,
-    /// This call's plugin instances (`filerouter.plugins`), made on first use.
-    plugins: crate::plugins::Session,
+    /// This call's plugin instances (`filerouter.plugins`), made on first use; None for a
+    /// project without plugins.
+    plugins: Option<Box<dyn PluginSession>>,
     /// The call's time budget, which long host computations (`passwords`) ask as they go;
     /// None outside a scheduled call (preparing slots, baking).
     budget: Option<Budget>,
@@ -134,7 +142,7 @@ impl CallState {
             db: data.db.session(deadline),
             upstream: None,
             early: None,
-            plugins: crate::plugins::Session::default(),
+            plugins: None,
             budget: None,
             environment: Environment::default(),
             immortal: None,
@@ -175,8 +183,8 @@ struct Inner {
     limits: Limits,
     /// The project's database and key-value store; kept when the limits change.
     data: Data,
-    /// The project's plugins; kept when the limits change.
-    plugins: Plugins,
+    /// The project's plugins (None: it has none); kept when the limits change.
+    plugins: Option<Arc<dyn PluginSet>>,
     /// Where this project's requests wait for their turn; kept when the limits change.
     queue: Queue,
     /// Settings and secrets for route code: the values go to requests' calls only, and are
@@ -233,7 +241,7 @@ impl Sandbox {
             routes_dir,
             limits,
             data,
-            Plugins::default(),
+            None,
             queue,
             Environment::default(),
         )
@@ -244,7 +252,7 @@ impl Sandbox {
         routes_dir: Option<&Path>,
         limits: Limits,
         data: Data,
-        plugins: Plugins,
+        plugins: Option<Arc<dyn PluginSet>>,
         queue: Queue,
         environment: Environment,
     ) -> Result<Self, SandboxError> {
@@ -286,13 +294,14 @@ impl Sandbox {
     }
 
     /// The same guest and project with other plugins (at start, and when `dev` reloads them).
-    pub fn with_plugins(&self, plugins: Plugins) -> Result<Self, SandboxError> {
+    pub fn with_plugins(&self, plugins: impl PluginSet + 'static) -> Result<Self, SandboxError> {
+        let plugins: Arc<dyn PluginSet> = Arc::new(plugins);
         Self::with_store(
             self.inner.guest.clone(),
             self.inner.routes_dir.as_deref(),
             self.inner.limits.clone(),
             self.inner.data.clone(),
-            plugins,
+            Some(plugins),
             self.inner.queue.clone(),
             self.inner.environment.clone(),
         )
@@ -359,11 +368,6 @@ impl Sandbox {
             }
             Err(_) => 0,
         }
-    }
-
-    /// The project's plugins.
-    pub fn plugins(&self) -> &Plugins {
-        &self.inner.plugins
     }
 
     /// The project's key-value store.
@@ -605,14 +609,15 @@ impl Inner {
         // in this call's (they run in its polls) and their epoch ticks ask the same budget.
         let deadline = Instant::now() + limits.wall;
         let mut state = CallState::new(wasi.build(), limits.memory_bytes, &self.data, deadline);
-        state.plugins = crate::plugins::Session::new(
-            self.plugins.clone(),
-            state.limits.share(),
-            deadline,
-            self.data.kv.clone(),
-        )
-        .with_time(budget.clone())
-        .with_output(output.clone());
+        state.plugins = self.plugins.as_ref().map(|plugins| {
+            plugins.open(PluginCall {
+                memory: state.limits.share(),
+                deadline,
+                kv: self.data.kv.clone(),
+                time: Some(budget.clone()),
+                output: Some(output.clone()),
+            })
+        });
         state.budget = Some(budget.clone());
         state.environment = environment.clone();
         let mut store = Store::new(self.guest.engine().engine(), state);

@@ -264,7 +264,10 @@ impl snapshot::Host for CallState {
 
 impl plugins::Host for CallState {
     fn describe(&mut self, plugin: String) -> Result<Vec<plugins::FunctionInfo>, String> {
-        self.plugins.describe(&plugin)
+        match &self.plugins {
+            Some(session) => session.describe(&plugin),
+            None => Err(super::plugin_calls::no_plugins(&plugin)),
+        }
     }
 
     async fn call(
@@ -273,7 +276,12 @@ impl plugins::Host for CallState {
         function: String,
         args: Vec<plugins::Node>,
     ) -> wasmtime::Result<Result<Vec<plugins::Node>, plugins::CallError>> {
-        self.plugins.call(&plugin, &function, args).await
+        match &mut self.plugins {
+            Some(session) => session.call(&plugin, &function, args).await,
+            None => Ok(Err(plugins::CallError::Unknown(
+                super::plugin_calls::no_plugins(&plugin),
+            ))),
+        }
     }
 }
 

@@ -18,7 +18,12 @@ use wasmtime::{
 };
 use wasmtime_wasi::WasiCtxBuilder;
 
-use super::{CallState, ProjectError, bindings::Router, guest};
+use super::{
+    CallState, ProjectError,
+    bindings::Router,
+    guest,
+    plugin_calls::{PluginCall, PluginSet},
+};
 
 /// Why a bake produced no snapshot.
 #[derive(Debug, thiserror::Error)]
@@ -39,7 +44,7 @@ pub async fn bake(
     root_files: Vec<(String, String)>,
     packages: Vec<(String, Vec<u8>)>,
     memory_bytes: usize,
-    plugins: crate::plugins::Plugins,
+    plugins: Option<Arc<dyn PluginSet>>,
     declared: crate::environment::Environment,
 ) -> Result<Vec<u8>, BakeError> {
     let wasm = guest::wasm().map_err(BakeError::Snapshot)?;
@@ -89,7 +94,7 @@ async fn run_bake(
     instrumented: Vec<u8>,
     sources: Sources,
     memory_bytes: usize,
-    plugins: crate::plugins::Plugins,
+    plugins: Option<Arc<dyn PluginSet>>,
     declared: crate::environment::Environment,
     report: Arc<Mutex<Option<ProjectError>>>,
 ) -> anyhow::Result<Snapshotter> {
@@ -108,8 +113,15 @@ async fn run_bake(
     // A route that calls a plugin at import time calls it here (with a throwaway store too);
     // the bake has no time limit of its own beyond the build's.
     let far = std::time::Instant::now() + std::time::Duration::from_secs(600);
-    state.plugins =
-        crate::plugins::Session::new(plugins, state.limits.share(), far, Arc::default());
+    state.plugins = plugins.map(|plugins| {
+        plugins.open(PluginCall {
+            memory: state.limits.share(),
+            deadline: far,
+            kv: Arc::default(),
+            time: None,
+            output: None,
+        })
+    });
     // What config.py declares, without values: module-level code that reads a secret fails
     // here, naming its line, instead of baking a value into the snapshot.
     state.environment = declared.without_values();
