@@ -89,6 +89,17 @@ fn pip_env(tools: &Path) -> PathBuf {
 /// Run `program` with `args` in `cwd`, with the environment a user's shell would give it: no
 /// FILEROUTER_BIN, the venv's bin first on PATH. (stdout + stderr, success).
 fn shell(env: &Path, program: &str, args: &[&str], cwd: &Path) -> (String, bool) {
+    shell_with(env, program, args, cwd, &[])
+}
+
+/// [`shell`] with extra environment variables.
+fn shell_with(
+    env: &Path,
+    program: &str,
+    args: &[&str],
+    cwd: &Path,
+    vars: &[(&str, &str)],
+) -> (String, bool) {
     let path = format!(
         "{}:{}",
         env.join("bin").display(),
@@ -101,6 +112,7 @@ fn shell(env: &Path, program: &str, args: &[&str], cwd: &Path) -> (String, bool)
         .env("VIRTUAL_ENV", env)
         .env_remove("FILEROUTER_BIN")
         .env_remove("PYTHONPATH")
+        .envs(vars.iter().copied())
         .output()
         .unwrap_or_else(|e| panic!("{program}: {e}"));
     let text = format!(
@@ -391,6 +403,40 @@ fn mypy_finds_the_package_and_its_types() {
     assert!(!ok, "{out}");
     assert!(
         out.contains("bad.py:3: error") && out.contains("\"ttl\""),
+        "{out}"
+    );
+
+    // Plugins' stubs (`filerouter plugins stubs`, into typings/) sit beside the installed
+    // package: mypy sees both, and checks a plugin call's arguments.
+    let demo = dir.path().join("plugins-demo");
+    support::files::copy_tree(
+        &workspace().join("examples/plugins-demo"),
+        &demo,
+        &[".cache", ".data", "__pycache__", "target"],
+    );
+    let (out, ok) = shell(&env, "filerouter", &["plugins", "stubs"], &demo);
+    assert!(ok, "{out}");
+    let check = [
+        "--strict",
+        "--no-incremental",
+        "--python-version",
+        "3.14",
+        "routes/slug/route.py",
+    ];
+    let mypy_path = [("MYPYPATH", "typings:routes")];
+    let (out, ok) = shell_with(&env, "mypy", &check, &demo, &mypy_path);
+    assert!(ok && out.contains("Success"), "{out}");
+    let route = demo.join("routes/slug/route.py");
+    let source = std::fs::read_to_string(&route).unwrap();
+    assert!(source.contains("textkit.slugify(title)"), "{source}");
+    std::fs::write(
+        &route,
+        source.replace("textkit.slugify(title)", "textkit.slugify(1)"),
+    )
+    .unwrap();
+    let (out, ok) = shell_with(&env, "mypy", &check, &demo, &mypy_path);
+    assert!(
+        !ok && out.contains("\"slugify\" has incompatible type \"int\""),
         "{out}"
     );
 }
