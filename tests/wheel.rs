@@ -470,3 +470,146 @@ def GET(request: Request, conn: sqlite3.Connection = Depends(connection)) -> dic
     return {"visits": visits, "rows": len(rows), "key": key[:0], "hashed": bool(hashed),
             "answer": answer.value, "title": settings.get("title")}
 "#;
+
+/// What the TestClient promises beyond the happy path, each against the real server: cookies
+/// kept between requests, redirects followed (or not), uploads, JSON and form bodies, headers
+/// of any case, the project's secrets through `env=`, a data folder per client (kv starts
+/// empty in each), a failed start that shows the server's output, and `mode="run"` from the
+/// build cache.
+#[test]
+fn the_testclient_keeps_its_promises() {
+    const TEST: &str = "the_testclient_keeps_its_promises";
+    let Some(tools) = tools(TEST) else { return };
+    let env = pip_env(&tools);
+    let dir = tempfile::tempdir().unwrap();
+    let app = dir.path().join("app");
+    for (file, text) in PROMISES_PROJECT {
+        let path = app.join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    let (out, ok) = shell(&env, "filerouter", &["build"], &app);
+    assert!(ok, "{out}");
+    let (out, ok) = shell(
+        &env,
+        "pytest",
+        &["-q", "-p", "no:cacheprovider", "tests"],
+        &app,
+    );
+    assert!(ok && out.contains("7 passed"), "{out}");
+}
+
+const PROMISES_PROJECT: &[(&str, &str)] = &[
+    (
+        "config.py",
+        "environment = {\"names\": [\"API_KEY\"], \"optional\": []}\n",
+    ),
+    (
+        "routes/login/route.py",
+        "from filerouter import JSONResponse\n\n\
+         def POST(request):\n    return JSONResponse({'ok': True}, headers={'set-cookie': 'session=abc123; Path=/'})\n",
+    ),
+    (
+        "routes/whoami/route.py",
+        "def GET(request):\n    return {'session': request.cookies.get('session'), 'agent': request.headers.get('x-agent')}\n",
+    ),
+    (
+        "routes/old/route.py",
+        "from filerouter import RedirectResponse\n\n\
+         def GET(request):\n    return RedirectResponse('/whoami')\n",
+    ),
+    (
+        "routes/upload/route.py",
+        "from filerouter import File, Form, UploadFile\n\n\
+         async def POST(request, doc: UploadFile = File(), note: str = Form('')):\n    \
+         data = await doc.read()\n    \
+         return {'name': doc.filename, 'size': len(data), 'type': doc.content_type, 'note': note}\n",
+    ),
+    (
+        "routes/echo/route.py",
+        "async def POST(request):\n    return {'json': await request.json()}\n",
+    ),
+    (
+        "routes/form/route.py",
+        "from filerouter import Form\n\n\
+         def POST(request, name: str = Form(), tags: list[str] = Form([])):\n    \
+         return {'name': name, 'tags': tags}\n",
+    ),
+    (
+        "routes/secret/route.py",
+        "from filerouter import env\n\n\
+         def GET(request):\n    return {'key': env['API_KEY']}\n",
+    ),
+    (
+        "routes/count/route.py",
+        "from filerouter import kv\n\n\
+         def POST(request):\n    return {'n': kv.incr('hits')}\n",
+    ),
+    (
+        "tests/test_promises.py",
+        r#"
+from pathlib import Path
+
+import pytest
+from filerouter.testing import ServerError, TestClient
+
+PROJECT = Path(__file__).resolve().parent.parent
+SECRET = {"API_KEY": "k-123"}
+
+
+def test_cookies_are_kept_and_redirects_followed():
+    with TestClient(PROJECT, env=SECRET) as client:
+        login = client.post("/login")
+        assert login.cookies == {"session": "abc123"}
+        assert client.cookies["session"] == "abc123"
+        me = client.get("/whoami", headers={"X-Agent": "pytest"})
+        assert me.json() == {"session": "abc123", "agent": "pytest"}
+        followed = client.get("/old")
+        assert followed.status_code == 200 and followed.url.endswith("/whoami")
+        assert [r.status_code for r in followed.history] == [307]
+        stay = client.get("/old", follow_redirects=False)
+        assert stay.status_code == 307 and stay.headers["Location"] == "/whoami"
+
+
+def test_bodies_uploads_and_forms():
+    with TestClient(PROJECT, env=SECRET) as client:
+        assert client.post("/echo", json={"a": [1, 2]}).json() == {"json": {"a": [1, 2]}}
+        up = client.post("/upload", files={"doc": ("notes.txt", b"hello", "text/plain")}, data={"note": "n"})
+        assert up.json() == {"name": "notes.txt", "size": 5, "type": "text/plain", "note": "n"}
+        form = client.post("/form", data={"name": "ann", "tags": ["x", "y"]})
+        assert form.json() == {"name": "ann", "tags": ["x", "y"]}
+
+
+def test_secrets_come_from_env():
+    with TestClient(PROJECT, env=SECRET) as client:
+        assert client.get("/secret").json() == {"key": "k-123"}
+
+
+def test_each_client_has_its_own_data():
+    for _ in range(2):
+        with TestClient(PROJECT, env=SECRET) as client:
+            assert client.post("/count").json() == {"n": 1}
+            assert client.post("/count").json() == {"n": 2}
+
+
+def test_run_mode_serves_the_build_cache():
+    with TestClient(PROJECT, mode="run", env=SECRET) as client:
+        assert client.get("/secret").json() == {"key": "k-123"}
+        assert client.post("/count").json() == {"n": 1}
+
+
+def test_a_server_that_cannot_start_shows_its_output(tmp_path):
+    (tmp_path / "routes").mkdir()
+    (tmp_path / "config.py").write_text("sandbox = {'memory_mb': 0}\n")
+    with pytest.raises(ServerError) as raised:
+        TestClient(tmp_path).start()
+    assert "memory_mb" in str(raised.value)
+
+
+def test_a_missing_project_is_named():
+    with pytest.raises(FileNotFoundError) as raised:
+        TestClient("/nonexistent/project")
+    assert "routes/" in str(raised.value)
+"#,
+    ),
+];
