@@ -342,7 +342,7 @@ fn config_edits_apply_without_restart() {
     let body = server.get("/upload").text().unwrap();
     assert!(body.contains("config.py"), "{body}");
     assert!(body.contains("\"line\":1"), "{body}");
-    assert!(server.log().contains("config.py:1"), "{}", server.log());
+    assert!(server.log_shows("config.py:1"), "{}", server.log());
     // ...and the fix is picked up without a restart.
     project.write("config.py", "sandbox = {'max_body_bytes': 1000}\n");
     assert!(eventually(Duration::from_secs(5), || post(200) == 200));

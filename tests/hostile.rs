@@ -568,7 +568,7 @@ fn a_response_larger_than_the_response_budget_is_a_500_naming_it() {
         "{error}"
     );
     assert!(
-        server.log().contains("max_buffered_response_bytes"),
+        server.log_shows("max_buffered_response_bytes"),
         "{}",
         server.log()
     );
@@ -1119,7 +1119,7 @@ fn route_code_opening_a_fifo_socket_or_loop_blocks_no_host_thread() {
     assert!(socket.get("error").is_some(), "{socket}");
     let looped = open("/routes/loop");
     assert!(looped.get("error").is_some(), "{looped}");
-    assert!(server.log().contains("a FIFO: refused"), "{}", server.log());
+    assert!(server.log_shows("a FIFO: refused"), "{}", server.log());
     // Nothing is left blocked: SIGTERM stops the server at once.
     let started = Instant::now();
     assert_eq!(server.terminate(), Some(0), "{}", server.log());

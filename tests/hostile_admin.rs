@@ -278,7 +278,7 @@ fn a_refused_tenant_is_tried_again_after_a_back_off_though_its_cache_looks_the_s
 
     let server = site.start(None, &[]);
     assert_eq!(get(&server, "t.test", "/").unwrap().0, 503);
-    assert!(server.log().contains("checksum"), "{}", server.log());
+    assert!(server.log_shows("checksum"), "{}", server.log());
     let health = healthz(&server, Duration::from_secs(5)).unwrap();
     assert_eq!(refused(&health), vec!["t".to_string()]);
 

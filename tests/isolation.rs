@@ -307,7 +307,7 @@ fn no_request_sees_the_memory_size_or_stack_an_earlier_one_left() {
         );
     }
     assert!(
-        server.log().contains("call stack exhausted"),
+        server.log_shows("call stack exhausted"),
         "the trap was not the stack's:\n{}",
         server.log()
     );

@@ -206,7 +206,7 @@ fn the_return_annotation_validates_and_filters_the_response() {
         message.contains("'type': 'missing', 'loc': ('response', 'author', 'name')"),
         "{message}"
     );
-    assert!(server.log().contains("ResponseValidationError"));
+    assert!(server.log_shows("ResponseValidationError"));
 }
 
 #[test]

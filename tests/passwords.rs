@@ -395,7 +395,7 @@ def GET(request):
         assert_eq!(response.status(), 200, "{}", server.log());
         assert_eq!(support::json(response), json!({"ok": true}));
     }
-    assert!(server.log().contains("CPU time"), "{}", server.log());
+    assert!(server.log_shows("CPU time"), "{}", server.log());
     // Argon2 cannot be stopped in the middle: its memory and work are bounded before it starts.
     let refused = support::json(server.get("/bounds"));
     let refused = refused["refused"].as_array().unwrap();

@@ -220,6 +220,12 @@ impl Server {
         self.output.lock().unwrap().join("\n")
     }
 
+    /// Whether the log shows `text` within 5 s: a request's log lines (its access line, an
+    /// error noted as its answer is sent) may land just after the client has the answer.
+    pub fn log_shows(&self, text: &str) -> bool {
+        eventually(Duration::from_secs(5), || self.log().contains(text))
+    }
+
     /// `filerouter run` on `project`'s build cache, on a free port.
     pub fn run(project: &Project, env: &[(&str, &str)]) -> Server {
         Self::spawn(&["run"], project.path(), env, Duration::from_secs(120))
