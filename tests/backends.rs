@@ -14,7 +14,7 @@ mod support;
 
 use std::{
     io::{BufRead, BufReader, Read, Write},
-    net::{TcpListener, TcpStream},
+    net::TcpStream,
     os::unix::fs::PermissionsExt,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
@@ -23,7 +23,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use support::{Project, Server, eventually, json, run_with_env};
+use support::{Project, Server, eventually, free_port, json, run_with_env};
 
 /// The password of every role and of Redis: it must never show in any output.
 const PASSWORD: &str = "pw-Zq8-never-shown";
@@ -82,14 +82,6 @@ fn is_root() -> bool {
         .arg("-u")
         .output()
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
-
-/// A free TCP port on loopback.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 /// A PostgreSQL cluster of its own.

@@ -4,15 +4,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{Project, Server, eventually, json, run};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use support::{Project, Server, eventually, free_port, json, run};
 
 #[test]
 fn server_settings_apply_and_flags_win() {

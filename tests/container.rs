@@ -26,16 +26,13 @@ mod support;
 use std::{
     collections::{BTreeMap, BTreeSet},
     fs,
-    io::{BufRead, BufReader},
-    net::TcpListener,
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
-    sync::mpsc,
+    process::Command,
     time::{Duration, Instant},
 };
 
 use serde_json::json;
-use support::{client, tools::workspace};
+use support::{Server, client, free_port, tools::workspace};
 
 /// One instruction of the Dockerfile, its variables not yet expanded.
 #[derive(Debug, Clone)]
@@ -613,9 +610,8 @@ const IMAGE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbi
 
 /// The runtime stage's CMD, started: paths mapped into its folder, `--port` replaced.
 struct Container {
-    child: Child,
+    server: Server,
     port: u16,
-    output: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Container {
@@ -653,9 +649,7 @@ impl Container {
             .args(&args)
             .current_dir(image.path("."))
             .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .env("PATH", std::env::var("PATH").unwrap_or_default());
         if let Some(user) = &image.user {
             let home = image.path(&format!("/home/{user}"));
             if home.is_dir() {
@@ -673,35 +667,9 @@ impl Container {
             };
             command.env(k, value);
         }
-        let mut child = command.spawn().expect("start the CMD");
-        let output = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (tx, rx) = mpsc::channel();
-        for stream in [
-            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-            Box::new(child.stderr.take().unwrap()),
-        ] {
-            let (output, tx) = (output.clone(), tx.clone());
-            std::thread::spawn(move || {
-                for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                    output.lock().unwrap().push(line.clone());
-                    if line.contains("http://") {
-                        let _ = tx.send(());
-                    }
-                }
-            });
-        }
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while rx.recv_timeout(Duration::from_millis(50)).is_err() {
-            let log = output.lock().unwrap().join("\n");
-            if let Ok(Some(status)) = child.try_wait() {
-                panic!("the CMD exited ({status}) before serving:\n{log}");
-            }
-            assert!(Instant::now() < deadline, "no banner within 60 s:\n{log}");
-        }
         Container {
-            child,
+            server: Server::launch_as_given(command, Duration::from_secs(60)),
             port,
-            output,
         }
     }
 
@@ -710,38 +678,13 @@ impl Container {
     }
 
     fn log(&self) -> String {
-        self.output.lock().unwrap().join("\n")
+        self.server.log()
     }
 
     /// `docker stop`: SIGTERM, then the exit code.
     fn stop(mut self) -> Option<i32> {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return status.code();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
+        self.server.terminate()
     }
-}
-
-impl Drop for Container {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The ARG's default in the build stage.

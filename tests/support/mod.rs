@@ -304,6 +304,14 @@ fn wait_for_banner(
     }
 }
 
+/// A free TCP port on loopback.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
 /// An HTTP client that does not follow redirects.
 pub fn client() -> reqwest::blocking::Client {
     reqwest::blocking::Client::builder()
@@ -359,13 +367,18 @@ impl Server {
     fn launch(mut command: Command, env: &[(&str, &str)], wait: Duration) -> Server {
         command
             .args(["--port", "0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
             .env_remove("RUST_LOG")
             .env_remove("FILEROUTER_CACHE_KEY");
         for (k, v) in env {
             command.env(k, v);
         }
+        Server::launch_as_given(command, wait)
+    }
+
+    /// Start `command` as it is (its arguments, folder and environment already set) and wait
+    /// up to `wait` for the banner.
+    pub fn launch_as_given(mut command: Command, wait: Duration) -> Server {
+        command.stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = command.spawn().expect("start filerouter");
         let output = Arc::new(Mutex::new(Vec::new()));
         let (tx, rx) = mpsc::channel();
