@@ -53,7 +53,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Iterator, Mapping
-from http.cookies import SimpleCookie
+from http.cookies import Morsel, SimpleCookie
 from pathlib import Path
 from typing import IO, Any, Literal
 from urllib.parse import urlencode, urljoin, urlsplit
@@ -144,10 +144,12 @@ class Response:
         self.content = content
         # The redirects followed to get here, oldest first.
         self.history: list[Response] = []
-        self.cookies: dict[str, str] = {}
+        # What the answer's Set-Cookie headers set, with their attributes (the client's jar
+        # reads `max-age` from them).
+        self._set_cookies: dict[str, Morsel[str]] = {}
         for header in headers.get_list("set-cookie"):
-            for name, morsel in _parse_cookie(header).items():
-                self.cookies[name] = morsel.value
+            self._set_cookies.update(_parse_cookie(header))
+        self.cookies: dict[str, str] = {name: morsel.value for name, morsel in self._set_cookies.items()}
 
     @property
     def encoding(self) -> str:
@@ -308,9 +310,24 @@ class TestClient:
     @property
     def log(self) -> str:
         """Everything the server printed so far (its log)."""
-        if self._log_path is None or not self._log_path.exists():
+        return self._log_from(0)
+
+    def _log_size(self) -> int:
+        try:
+            return 0 if self._log_path is None else self._log_path.stat().st_size
+        except OSError:
+            return 0
+
+    def _log_from(self, offset: int) -> str:
+        """What the server printed from byte `offset` of its log on."""
+        if self._log_path is None:
             return ""
-        return self._log_path.read_bytes().decode("utf-8", errors="replace")
+        try:
+            with open(self._log_path, "rb") as log:
+                log.seek(offset)
+                return log.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
 
     # -- requests ---------------------------------------------------------------------------------
 
@@ -366,7 +383,7 @@ class TestClient:
         __tracebackhide__ = True
         if self._address is None:
             raise ServerError("the server is not running")
-        offset = len(self.log)
+        offset = self._log_size()
         host, port = self._address
         connection = http.client.HTTPConnection(host, port, timeout=timeout or self.timeout)
         try:
@@ -390,18 +407,17 @@ class TestClient:
             time.sleep(0.05)  # let the server's log lines about it land
             raise ServerError(
                 f"{method} {path} answered 500: {response.text[:2000]}\n"
-                f"the server's log while it ran:\n{self.log[offset:][-20000:]}"
+                f"the server's log while it ran:\n{self._log_from(offset)[-20000:]}"
             )
         return response
 
     def _keep_cookies(self, response: Response) -> None:
-        for header in response.headers.get_list("set-cookie"):
-            for name, morsel in _parse_cookie(header).items():
-                expired = morsel["max-age"] in ("0",) or (morsel["max-age"] or "").startswith("-")
-                if expired:
-                    self.cookies.pop(name, None)
-                else:
-                    self.cookies[name] = morsel.value
+        for name, morsel in response._set_cookies.items():
+            max_age = morsel["max-age"] or ""
+            if max_age == "0" or max_age.startswith("-"):
+                self.cookies.pop(name, None)
+            else:
+                self.cookies[name] = morsel.value
 
     def get(self, url: str, **kwargs: Any) -> Response:
         __tracebackhide__ = True
