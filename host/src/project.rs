@@ -123,13 +123,24 @@ pub struct RootFiles {
     sources: Vec<(String, String)>,
 }
 
+/// The source of the project file at `path` (`shown` in messages), or, when it cannot be read
+/// (not UTF-8 text, too large, a FIFO), a source that raises an `ImportError` saying why, so
+/// that the guest reports it. Blocking.
+fn source_of(path: &Path, shown: &str) -> String {
+    regular_file::read_to_string(path, regular_file::MAX_SOURCE_BYTES).unwrap_or_else(|e| {
+        format!(
+            "raise ImportError({:?})\n",
+            format!("cannot read {shown}: {e}")
+        )
+    })
+}
+
 impl RootFiles {
     /// The names of the root files a project may have.
     pub const NAMES: [&'static str; 4] = ["middleware.py", "docs.py", "not-found.py", "startup.py"];
 
-    /// Read the root files of the project at `root` (blocking: call it off the async threads).
-    /// A file that cannot be read (not UTF-8 text, too large, a FIFO) is passed on as a source
-    /// that raises an `ImportError` saying why, so that the guest reports it.
+    /// Read the root files of the project at `root` (blocking: call it off the async threads);
+    /// one that cannot be read becomes a source that says why ([`source_of`]).
     pub fn read(root: &Path) -> RootFiles {
         let mut files = RootFiles::default();
         for name in Self::NAMES {
@@ -137,13 +148,7 @@ impl RootFiles {
             if !path.exists() {
                 continue;
             }
-            let source = regular_file::read_to_string(&path, regular_file::MAX_SOURCE_BYTES)
-                .unwrap_or_else(|e| {
-                    format!(
-                        "raise ImportError({:?})\n",
-                        format!("cannot read {name}: {e}")
-                    )
-                });
+            let source = source_of(&path, name);
             files.present.push(name.to_string());
             files.sources.push((name.to_string(), source));
         }
@@ -153,13 +158,7 @@ impl RootFiles {
     /// The test-only overrides file, read as [`RootFiles::read`] reads the others and sent
     /// with each call under `overrides:` and its path (the guest's `project.load_overrides`).
     fn add_overrides(&mut self, overrides: &DependencyOverrides) {
-        let source = regular_file::read_to_string(&overrides.path, regular_file::MAX_SOURCE_BYTES)
-            .unwrap_or_else(|e| {
-                format!(
-                    "raise ImportError({:?})\n",
-                    format!("cannot read {}: {e}", overrides.shown)
-                )
-            });
+        let source = source_of(&overrides.path, &overrides.shown);
         self.sources
             .push((format!("overrides:{}", overrides.shown), source));
     }

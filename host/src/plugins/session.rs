@@ -19,7 +19,7 @@ use crate::{
     sandbox::{
         MemoryLimiter, PluginCallError as CallError, PluginFunctionInfo, PluginNode as Node,
         output::GuestOutput,
-        plugin_calls::{PluginCall, PluginSession, PluginSet},
+        plugin_calls::{PluginCall, PluginSession, PluginSet, no_plugins},
     },
     scheduler::Budget,
 };
@@ -64,42 +64,8 @@ impl PluginSet for Plugins {
 
 #[async_trait::async_trait]
 impl PluginSession for Session {
-    fn describe(&self, name: &str) -> Result<Vec<PluginFunctionInfo>, String> {
-        Session::describe(self, name)
-    }
-
-    async fn call(
-        &mut self,
-        name: &str,
-        function: &str,
-        args: Vec<Node>,
-    ) -> wasmtime::Result<Result<Vec<Node>, CallError>> {
-        Session::call(self, name, function, args).await
-    }
-}
-
-impl Session {
-    /// How many plugin instances this request has made.
-    pub fn instances(&self) -> usize {
-        self.live.len()
-    }
-
-    fn unknown_plugin(&self, name: &str) -> String {
-        let declared: Vec<&str> = self.plugins.names().collect();
-        if declared.is_empty() {
-            format!(
-                "no plugin named `{name}`: config.py declares no plugins (plugins = {{\"{name}\": {{\"component\": \"plugins/{name}/{name}.wasm\"}}}})"
-            )
-        } else {
-            format!(
-                "no plugin named `{name}`: config.py's plugins declares {}",
-                declared.join(", ")
-            )
-        }
-    }
-
     /// `plugins.describe`: the functions of `name`.
-    pub fn describe(&self, name: &str) -> Result<Vec<PluginFunctionInfo>, String> {
+    fn describe(&self, name: &str) -> Result<Vec<PluginFunctionInfo>, String> {
         let plugin = self
             .plugins
             .get(name)
@@ -122,7 +88,7 @@ impl Session {
 
     /// `plugins.call`. An `Err` (a trap) stops the whole request: it is returned only when
     /// the request ran out of time inside the plugin.
-    pub async fn call(
+    async fn call(
         &mut self,
         name: &str,
         key: &str,
@@ -203,6 +169,20 @@ impl Session {
             },
             (result, ty) => Ok(value::write(&result, ty)),
         })
+    }
+}
+
+impl Session {
+    fn unknown_plugin(&self, name: &str) -> String {
+        let declared: Vec<&str> = self.plugins.names().collect();
+        if declared.is_empty() {
+            no_plugins(name)
+        } else {
+            format!(
+                "no plugin named `{name}`: config.py's plugins declares {}",
+                declared.join(", ")
+            )
+        }
     }
 
     /// A plugin call that ended in `error`: past the deadline it stops the request (504, like a
