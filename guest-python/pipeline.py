@@ -65,7 +65,9 @@ def route_response(request, target):
 
 
 async def _run(request, target, sources):
-    params.override_dependencies(project.load_overrides(sources))
+    overrides = project.load_overrides(sources)
+    if overrides:  # dev --overrides only; every instance starts without any
+        params.override_dependencies(overrides)
     middleware = project.load_root("middleware.py", sources)
 
     async def call_next(req):
