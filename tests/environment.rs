@@ -276,13 +276,13 @@ fn files_containing(dir: &Path, needle: &str, since: SystemTime) -> Vec<String> 
     found
 }
 
-/// Where the compiled native code goes: `$FILEROUTER_CACHE_DIR/native`, else the default.
-fn native_dir() -> PathBuf {
+/// Where the memory images `run` maps go: `$FILEROUTER_CACHE_DIR/images`, else the default.
+fn images_dir() -> PathBuf {
     let base = match std::env::var_os("FILEROUTER_CACHE_DIR") {
         Some(dir) => PathBuf::from(dir),
         None => PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/filerouter"),
     };
-    base.join("native")
+    base.join("images")
 }
 
 /// `filerouter ARGS` in `cwd`, expected to stop with an error within a minute.
@@ -299,8 +299,8 @@ fn values_are_read_at_start_never_built_in_and_never_in_docs() {
     let started = SystemTime::now() - Duration::from_secs(2);
     let (code, stdout, stderr) = run(&["build"], project.path());
     assert_eq!(code, 0, "{stdout}\n{stderr}");
-    // Neither the project's cache nor (below) the compiled native code that `run` maps (the
-    // snapshot's memory, not compressed) holds the value the build could have read.
+    // Neither the project's cache nor (below) the memory image that `run` maps (the snapshot's
+    // memory, not compressed) holds the value the build could have read.
     assert_eq!(
         files_containing(&project.path().join(".cache"), SECRET, started),
         Vec::<String>::new()
@@ -311,14 +311,14 @@ fn values_are_read_at_start_never_built_in_and_never_in_docs() {
     let server = Server::run(&project, &[("JWT_SECRET", OTHER)]);
     let body = json(server.get("/show"));
     assert_eq!(body["env"], OTHER);
-    let native = native_dir();
+    let images = images_dir();
     assert!(
-        !files_containing(&native, "routes/show/route.py", started).is_empty(),
-        "the native code run maps is not in {}",
-        native.display()
+        !files_containing(&images, "routes/show/route.py", started).is_empty(),
+        "the memory image run maps is not in {}",
+        images.display()
     );
     assert_eq!(
-        files_containing(&native, SECRET, started),
+        files_containing(&images, SECRET, started),
         Vec::<String>::new()
     );
 

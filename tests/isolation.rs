@@ -1,7 +1,8 @@
 //! Isolation, proven rather than assumed: nothing a request does is visible to any later
-//! request, on any instance slot, whichever way the host makes a used slot fresh again (only
-//! the pages a request dirtied, found with the kernel's `PAGEMAP_SCAN`; or, without it, a copy
-//! of the first megabytes from the snapshot and the rest unmapped).
+//! request, on any memory slot, whichever way the host makes a used slot fresh again (only
+//! the pages a request wrote, found with the kernel's `PAGEMAP_SCAN` and copied back from the
+//! project's memory image; or, without it, the image mapped afresh). Between tenants:
+//! `tests/tenant_isolation.rs`.
 //!
 //! Every request of the probe route first looks for what earlier requests could have left (a
 //! module global, a large `bytearray` filled with a pattern, a mutated standard-library object,
@@ -208,7 +209,7 @@ fn no_request_sees_another_with_pagemap_scan() {
     let log = server.log();
     if filerouter::sandbox::reset::pagemap_scan_available() {
         assert!(
-            log.contains("memory reset: dirty pages"),
+            log.contains("memory reset: written pages only"),
             "pagemap_scan is available but not in use:\n{log}"
         );
     } else {
@@ -221,7 +222,7 @@ fn no_request_sees_another_without_pagemap_scan() {
     let (_project, server) = hunt_leftovers("off");
     let log = server.log();
     assert!(
-        log.contains("memory reset: copy"),
+        log.contains("memory reset: the image mapped afresh"),
         "FILEROUTER_PAGEMAP_SCAN=off was not in effect:\n{log}"
     );
 }

@@ -111,7 +111,7 @@ fn build_then_run_serves_what_dev_serves_and_nothing_newer() {
         &fs::read_to_string(project.path().join(".cache/manifest.json")).unwrap(),
     )
     .unwrap();
-    assert_eq!(manifest["format"], 1);
+    assert_eq!(manifest["format"], 2);
     assert_eq!(manifest["compression_level"], 6);
     assert_eq!(manifest["routes"]["files"], 7);
     for section in manifest["sections"].as_array().unwrap() {

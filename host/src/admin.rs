@@ -146,6 +146,36 @@ fn metrics(tenants: &Tenants, rss: Option<u64>) -> String {
         &[],
         all.iter().filter(|t| t.is_loaded()).count() as f64,
     );
+    let slots = tenants.slot_counts();
+    for (how, count) in [
+        ("created", slots.created),
+        ("warm", slots.warm),
+        ("switched", slots.switched),
+    ] {
+        out.sample(
+            "filerouter_memory_slots_given_total",
+            "counter",
+            "Linear memories given to instances: from a new slot, from a free slot that held the tenant's image (warm), or from one switched from another tenant's.",
+            &[("slot", how)],
+            count as f64,
+        );
+    }
+    for (how, count) in [("copied", slots.copied), ("remapped", slots.remapped)] {
+        out.sample(
+            "filerouter_memory_slot_resets_total",
+            "counter",
+            "Memory slots reset after a call: written pages copied back from the image, or the image mapped afresh.",
+            &[("reset", how)],
+            count as f64,
+        );
+    }
+    out.sample(
+        "filerouter_memory_slot_pages_copied_total",
+        "counter",
+        "Pages copied back from images by memory resets.",
+        &[],
+        slots.pages_copied as f64,
+    );
     if let Some(rss) = rss {
         out.sample(
             "process_resident_memory_bytes",

@@ -120,7 +120,7 @@ pub const ADMIN_MAX_CONNECTIONS: usize = 64;
 
 /// Open files the public port's connections never take (by default): kept for the admin
 /// port (at most [`ADMIN_MAX_CONNECTIONS`] of them), the log, the engine, every
-/// tenant's database and kv files, and the files a load opens (the cache, the native code).
+/// tenant's database and kv files, and the files a load opens (the cache, the memory image).
 /// With a limit below twice this, half the limit is kept instead.
 pub const FD_RESERVE: u64 = 1024;
 

@@ -78,12 +78,18 @@ impl Site {
     /// `filerouter run --tenants tenants.toml --admin 127.0.0.1:0`, with `env`; allowed to open
     /// at most `nofile` files (soft and hard limit) if given.
     pub fn start(&self, nofile: Option<u64>, env: &[(&str, &str)]) -> Server {
+        self.start_with(&[], nofile, env)
+    }
+
+    /// [`Site::start`] with more arguments for `run` (`--workers 1`).
+    pub fn start_with(&self, args: &[&str], nofile: Option<u64>, env: &[(&str, &str)]) -> Server {
         let mut command = Command::new(binary());
         command
             .arg("run")
             .arg("--tenants")
             .arg(self.path().join("tenants.toml"))
-            .args(["--admin", "127.0.0.1:0"]);
+            .args(["--admin", "127.0.0.1:0"])
+            .args(args);
         if let Some(files) = nofile {
             let limit = libc::rlimit {
                 rlim_cur: files,

@@ -1,8 +1,8 @@
 //! The build cache: what `filerouter build` writes and `filerouter run` serves from.
 //!
 //! `.cache/` holds two files: `bundle.bin`, a sealed container ([`seal`]) with the manifest,
-//! the route metadata and settings, the baked guest component and its precompiled native code
-//! (each compressed with zstd), and, when the project has plugins, a `plugins` section
+//! the route metadata and settings and the baked snapshot's memory image (each compressed with
+//! zstd; the code is the same for every project, compiled once per machine: `sandbox::engine`), and, when the project has plugins, a `plugins` section
 //! (`crate::plugins::sealed`); and `manifest.json`, a readable copy of the manifest for
 //! `filerouter status`. Writing is atomic (a temporary file renamed over the old one), so a
 //! failed build never damages an earlier good cache.
@@ -96,9 +96,8 @@ pub struct SectionSize {
     pub name: String,
     pub raw: u64,
     pub compressed: u64,
-    /// BLAKE3 of the section's bytes before compression (hexadecimal). For the native code it
-    /// is what its file must hash to before `run` maps it (caches written before it was
-    /// recorded have none).
+    /// BLAKE3 of the section's bytes before compression (hexadecimal). For the memory image it
+    /// is what its file must hash to before `run` maps it, and the file's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blake3: Option<String>,
 }
@@ -131,60 +130,44 @@ pub struct Metadata {
 /// The contents of a cache.
 pub struct Contents {
     pub metadata: Metadata,
-    /// The baked guest component (WebAssembly).
-    pub component: Vec<u8>,
-    /// `component` compiled for the build machine.
-    pub native: Vec<u8>,
+    /// The baked snapshot's linear memory (`sandbox::image`).
+    pub image: Vec<u8>,
     /// The `plugins` section (`crate::plugins::sealed`); empty when the project has none.
     pub plugins: Vec<u8>,
 }
 
-/// A cache read back: the manifest and the metadata; the native code and the component are kept
-/// compressed until asked for (the native code once, to a file; the component only if the
-/// native code does not fit this machine).
+/// A cache read back: the manifest and the metadata; the memory image is kept compressed until
+/// asked for (once, when its file in the cache folder is missing or refused).
 pub struct Opened {
     pub manifest: Manifest,
     pub metadata: Metadata,
-    native_zst: Vec<u8>,
+    image_zst: Vec<u8>,
     /// The `plugins` section, decompressed (empty when the build has no plugins).
     pub plugins: Vec<u8>,
-    component_zst: Vec<u8>,
 }
 
 impl Opened {
-    /// The native code, decompressed.
-    pub fn native(&self) -> Result<Vec<u8>, CacheError> {
-        unpack("native", &self.native_zst)
+    /// The memory image, decompressed.
+    pub fn image(&self) -> Result<Vec<u8>, CacheError> {
+        unpack("image", &self.image_zst)
     }
 
-    /// A name for the native code: a hash of its (verified) compressed section, equal for
-    /// identical builds.
-    pub fn native_id(&self) -> String {
-        blake3::hash(&self.native_zst).to_hex().to_string()
-    }
-
-    /// The BLAKE3 hash of the native code (decompressed), as the verified manifest records
-    /// it: what the file `run` maps must hash to. Computed from the section itself when the
-    /// manifest has none (a cache written before it was recorded).
-    pub fn native_hash(&self) -> Result<blake3::Hash, CacheError> {
+    /// The BLAKE3 hash of the memory image (decompressed), as the verified manifest records
+    /// it: what the file `run` maps must hash to.
+    pub fn image_hash(&self) -> Result<blake3::Hash, CacheError> {
         let recorded = self
             .manifest
             .sections
             .iter()
-            .find(|s| s.name == "native")
+            .find(|s| s.name == "image")
             .and_then(|s| s.blake3.as_deref());
         match recorded {
             Some(hex) => blake3::Hash::from_hex(hex).map_err(|e| CacheError::Section {
                 section: "manifest",
-                reason: format!("the native code's hash: {e}"),
+                reason: format!("the memory image's hash: {e}"),
             }),
-            None => Ok(blake3::hash(&self.native()?)),
+            None => Ok(blake3::hash(&self.image()?)),
         }
-    }
-
-    /// The baked component, for recompiling.
-    pub fn component(&self) -> Result<Vec<u8>, String> {
-        unpack("component", &self.component_zst).map_err(|e| e.to_string())
     }
 }
 
@@ -201,11 +184,8 @@ pub fn write(
         section: "metadata",
         reason: e.to_string(),
     })?;
-    let mut parts: Vec<(&'static str, &[u8])> = vec![
-        ("metadata", &metadata),
-        ("component", &contents.component),
-        ("native", &contents.native),
-    ];
+    let mut parts: Vec<(&'static str, &[u8])> =
+        vec![("metadata", &metadata), ("image", &contents.image)];
     if !contents.plugins.is_empty() {
         parts.push(("plugins", &contents.plugins));
     }
@@ -303,8 +283,7 @@ pub fn decode(bytes: &[u8], key: Option<&CacheKey>) -> Result<Opened, CacheError
             section: "metadata",
             reason: e.to_string(),
         })?;
-    let native_zst = take("native")?;
-    let component_zst = take("component")?;
+    let image_zst = take("image")?;
     let plugins = match take("plugins") {
         Ok(bytes) => unpack("plugins", &bytes)?,
         Err(_) => Vec::new(),
@@ -312,9 +291,8 @@ pub fn decode(bytes: &[u8], key: Option<&CacheKey>) -> Result<Opened, CacheError
     Ok(Opened {
         manifest,
         metadata,
-        native_zst,
+        image_zst,
         plugins,
-        component_zst,
     })
 }
 
@@ -394,8 +372,7 @@ mod tests {
                 root_files: Vec::new(),
                 migrations: Vec::new(),
             },
-            component: b"component bytes".repeat(100),
-            native: b"native bytes".repeat(100),
+            image: b"image bytes".repeat(100),
             plugins: Vec::new(),
         }
     }
@@ -429,12 +406,11 @@ mod tests {
         assert_eq!(written.compression_level, 3);
         assert!(written.sections.iter().all(|s| s.compressed < s.raw));
         let opened = open(dir.path(), None).unwrap();
-        assert_eq!(opened.native().unwrap(), contents().native);
+        assert_eq!(opened.image().unwrap(), contents().image);
         assert_eq!(
-            opened.native_hash().unwrap(),
-            blake3::hash(&contents().native)
+            opened.image_hash().unwrap(),
+            blake3::hash(&contents().image)
         );
-        assert_eq!(opened.component().unwrap(), contents().component);
         assert_eq!(super::manifest(dir.path()), Some(written));
         assert!(remove(dir.path()).unwrap() > 0);
         assert!(matches!(
@@ -444,7 +420,7 @@ mod tests {
     }
 
     #[test]
-    fn the_native_hash_of_a_cache_that_records_none_is_computed() {
+    fn the_image_hash_of_a_cache_that_records_none_is_computed() {
         let dir = tempfile::tempdir().unwrap();
         write(
             dir.path(),
@@ -459,8 +435,8 @@ mod tests {
             section.blake3 = None;
         }
         assert_eq!(
-            opened.native_hash().unwrap(),
-            blake3::hash(&contents().native)
+            opened.image_hash().unwrap(),
+            blake3::hash(&contents().image)
         );
     }
 

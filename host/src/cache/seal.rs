@@ -18,8 +18,9 @@ use aes_gcm::{
 };
 
 /// The version of this layout and of the sections' meaning. A cache of another format is
-/// refused and must be rebuilt.
-pub const FORMAT: u32 = 1;
+/// refused and must be rebuilt. Format 2: the snapshot's memory image replaces the baked
+/// component and its native code.
+pub const FORMAT: u32 = 2;
 
 const MAGIC: &[u8; 8] = b"FRCACHE\n";
 /// Magic, format and flags.

@@ -3,11 +3,14 @@
 //! Steps: evaluate `config.py`, load and check the plugins, and inspect every route file in
 //! the sandbox (as `dev` does);
 //! stop with the file and line if anything fails; bake the route modules into the guest
-//! ([`snapshot`]); compile the result to native code (the plugins' is compiled already);
-//! compress, seal and write `.cache/` with the plugins in a section of their own
-//! ([`cache`]). Nothing is written unless every step succeeded.
+//! ([`snapshot`]); split the snapshot's memory image from its code, which must be the built-in
+//! guest's, compiled once per machine and shared by every project ([`image`]): a build
+//! compiles no native code (the plugins' is compiled already); compress, seal and write
+//! `.cache/` with the plugins in a section of their own ([`cache`]). Nothing is written unless
+//! every step succeeded.
 //!
 //! [`snapshot`]: crate::sandbox::snapshot
+//! [`image`]: crate::sandbox::image
 //! [`cache`]: crate::cache
 
 use std::{
@@ -29,7 +32,7 @@ use crate::{
     project::{Project, RootFiles},
     regular_file,
     routes::scan,
-    sandbox::{self, Limits, Sandbox, engine::SandboxEngine, snapshot},
+    sandbox::{self, Limits, Sandbox, engine::SandboxEngine, image, snapshot},
 };
 
 pub fn run(args: BuildArgs) -> anyhow::Result<()> {
@@ -151,14 +154,10 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
     eprintln!("      done ({:.1}s)", step.elapsed().as_secs_f64());
 
     let step = Instant::now();
-    eprintln!("[3/4] compiling the snapshot to native code...");
-    let (baked, native) = tokio::task::spawn_blocking(move || {
-        let native = SandboxEngine::precompile(&baked);
-        (baked, native)
-    })
-    .await
-    .context("compilation panicked")?;
-    let native = native?;
+    eprintln!("[3/4] taking the snapshot's memory image (the code is shared)...");
+    let image = tokio::task::spawn_blocking(move || memory_image(&baked))
+        .await
+        .context("splitting the snapshot panicked")??;
     let sealed = seal_plugins(&root, &plugins)?;
     eprintln!("      done ({:.1}s)", step.elapsed().as_secs_f64());
 
@@ -196,8 +195,7 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
     };
     let contents = Contents {
         metadata,
-        component: baked,
-        native,
+        image,
         plugins: sealed,
     };
     let written = tokio::task::spawn_blocking(move || {
@@ -227,6 +225,24 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
     );
     note_public(&root, &cache_dir);
     Ok(())
+}
+
+/// The memory image of the baked component `baked`, once its code has been checked to be the
+/// built-in guest's, which every project shares: a snapshot that changed anything else (a
+/// global's starting value, a function) is refused, naming the difference.
+fn memory_image(baked: &[u8]) -> anyhow::Result<Vec<u8>> {
+    let snapshot = image::split(baked)?;
+    let builtin = image::split(&sandbox::guest_wasm().map_err(anyhow::Error::msg)?)?;
+    let differences = snapshot.differences(&builtin);
+    if !differences.is_empty() {
+        bail!(
+            "the snapshot changed the guest's code, which every project shares, not only its memory: {}",
+            differences.join("; ")
+        );
+    }
+    // `run` on this machine maps it from the cache folder at once.
+    image::keep(&snapshot.image);
+    Ok(snapshot.image)
 }
 
 /// After a build: if `public/` holds files `run` would serve, say that they are not in the

@@ -71,8 +71,6 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tracing::warn!("{missing} (reading it raises KeyError until then)");
     }
     let sandbox = sandbox.with_environment(environment.environment)?;
-    let prepared = sandbox.prepare_slots().await;
-    tracing::info!("sandbox: {prepared} instance slots prepared");
     let overrides = match &args.overrides {
         Some(file) => Some(
             DependencyOverrides::new(&root, file)

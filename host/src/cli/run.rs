@@ -12,10 +12,7 @@
 //! `--kv-url` (Redis) name servers that several `run` processes share; tenants name theirs in
 //! the tenants file.
 
-use std::{
-    path::PathBuf,
-    time::{Duration, Instant},
-};
+use std::{path::PathBuf, time::Duration};
 
 use anyhow::Context;
 
@@ -72,7 +69,6 @@ async fn serve(args: RunArgs, root: PathBuf, dir: PathBuf) -> anyhow::Result<()>
         .or(settings.server.workers)
         .unwrap_or(scheduler::default_workers() as u32)
         .max(1);
-    let started = Instant::now();
     let scheduler = Scheduler::new(workers as usize);
     let queue = scheduler.queue("project", settings.server.queue_config(workers as usize));
     let preempted = scheduler.clone();
@@ -93,15 +89,6 @@ async fn serve(args: RunArgs, root: PathBuf, dir: PathBuf) -> anyhow::Result<()>
     })
     .await
     .context("engine setup panicked")??;
-    if loaded.recompiled {
-        eprintln!(
-            "filerouter run: the cache's native code does not fit this machine; recompiled it from the baked component ({:.1}s)",
-            started.elapsed().as_secs_f64()
-        );
-    }
-
-    let prepared = loaded.app.current().sandbox.prepare_slots().await;
-    tracing::info!("sandbox: {prepared} instance slots prepared");
     // The project's start-up hook, once, against the real data, before the first request.
     let current = loaded.app.current();
     match crate::startup::run(&current.sandbox, &current.project.root_files).await {

@@ -1,10 +1,10 @@
-//! Compiled code on disk (`*.cwasm`), in the cache folder: where it lives, how it is written,
-//! and how long it stays.
+//! Compiled code (`*.cwasm`) and memory images (`*.img`) on disk, in the cache folder: where
+//! they live, how they are written, and how long they stay.
 //!
 //! Three kinds share the folder (`$FILEROUTER_CACHE_DIR`, default `~/.cache/filerouter`): the
-//! built-in guest compiled for this machine (`guest-*.cwasm`, one per filerouter build), each
-//! plugin's (`plugin-*.cwasm`), and each build cache's native code as `run` maps it
-//! (`native/*.cwasm`, one per build). A new filerouter, a new build or a changed plugin adds a
+//! guest's code compiled for this machine (`guest-*.cwasm`, one per filerouter build, shared
+//! by every project), each plugin's (`plugin-*.cwasm`), and each project's memory image as
+//! `run` maps it (`images/*.img`, one per build, see `image`). A new filerouter, a new build or a changed plugin adds a
 //! file and nothing else would ever remove the old one, so every use refreshes a file's
 //! modification time ([`mark_used`]) and every new file removes those of its kind left unused for
 //! [`UNUSED_AGE`] ([`prune_unused`]). Removing a file another process maps is safe: the
@@ -85,7 +85,8 @@ pub fn mark_used(path: &Path) {
     }
 }
 
-/// Remove the files directly in `dir` whose names start with `prefix` and end in `.cwasm`,
+/// Remove the files directly in `dir` whose names start with `prefix` and end in `.cwasm` (or
+/// `.img`, memory images),
 /// other than `keep`, that were not used for `max_age`. Best effort: a file that cannot be
 /// read or removed is left. Returns how many were removed.
 pub fn prune_unused(dir: &Path, prefix: &str, keep: &Path, max_age: Duration) -> usize {
@@ -97,7 +98,8 @@ pub fn prune_unused(dir: &Path, prefix: &str, keep: &Path, max_age: Duration) ->
         let path = entry.path();
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if !name.starts_with(prefix) || !name.ends_with(".cwasm") || path == keep {
+        let ours = name.ends_with(".cwasm") || name.ends_with(".img");
+        if !name.starts_with(prefix) || !ours || path == keep {
             continue;
         }
         let Ok(meta) = entry.metadata() else { continue };

@@ -1,14 +1,16 @@
-//! Compiled code on disk (`*.cwasm`) checked before it is mapped, on every load.
+//! Compiled code (`*.cwasm`) and memory images (`images/*.img`) on disk, checked before they
+//! are mapped, on every load.
 //!
 //! wasmtime runs the machine code of a compiled file as it finds it: its only check is a header
 //! naming the engine's settings, which every file compiled by this filerouter on this machine
-//! passes. One build's native code copied over another's name would serve the first project's
-//! code (and its secrets) as the second; a file cut short or damaged would be run too. So every
-//! compiled file the process maps is opened here first, its bytes hashed with BLAKE3 and
-//! compared with a hash from something the writer of the cache folder cannot also rewrite:
+//! passes. A memory image is a project's whole snapshot: one build's image copied over
+//! another's name would serve the first project's modules (and its secrets) as the second; a
+//! file cut short or damaged would be run too. So every compiled file and image the process maps
+//! is opened here first, its bytes hashed with BLAKE3 and compared with a hash from something
+//! the writer of the cache folder cannot also rewrite:
 //!
-//! - a build's native code (`native/<id>.cwasm`, what `run` maps): the hash that the verified
-//!   build cache records for its native section ([`OpenedCode::expect`]);
+//! - a build's memory image (`images/<hash>.img`, what `run` maps): the hash that the verified
+//!   build cache records for its image section ([`OpenedCode::expect`]);
 //! - the built-in guest and plugins compiled on this machine (`guest-*.cwasm`,
 //!   `plugin-*.cwasm`, what `dev`, `build` and project commands map): their name ends in a MAC
 //!   (keyed BLAKE3) of their bytes under this user's [`CodeKey`], a secret kept outside the
@@ -194,6 +196,12 @@ impl OpenedCode {
 }
 
 impl VerifiedCode {
+    /// The checked file, for mapping through the descriptor that was hashed (`image`: memory
+    /// images are mapped by filerouter itself, not by wasmtime).
+    pub fn into_file(self) -> File {
+        self.0.file
+    }
+
     /// The component in the checked bytes, for `engine`: mapped through the descriptor that
     /// was hashed (or deserialized from the bytes that were, without `/proc`). wasmtime refuses
     /// code compiled for other settings or another processor.
@@ -215,15 +223,20 @@ impl VerifiedCode {
 /// (out of file descriptors or memory, interrupted) is not known to be bad: it stays, and the
 /// caller's fresh copy replaces it.
 pub fn discard(path: &Path, refusal: &Refusal) {
+    let what = if path.extension().is_some_and(|e| e == "img") {
+        "memory image"
+    } else {
+        "compiled code"
+    };
     if let Refusal::Io(e) = refusal {
         tracing::warn!(
-            "could not read compiled code {}: {e}; left in place (a failure of the moment, not a bad file)",
+            "could not read {what} {}: {e}; left in place (a failure of the moment, not a bad file)",
             path.display()
         );
         return;
     }
     tracing::warn!(
-        "refusing compiled code {}: {refusal}; removing it, it is written again from its source",
+        "refusing {what} {}: {refusal}; removing it, it is written again from its source",
         path.display()
     );
     if let Err(e) = fs::remove_file(path)

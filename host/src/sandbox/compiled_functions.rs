@@ -14,7 +14,7 @@
 //! (`checked_code::CodeKey`, kept outside the cache folder): an entry that does not match (a
 //! torn write, a disk error, an entry written or changed by anyone without the secret) is a
 //! miss and is compiled again, never used, so that no one who may write the cache folder can
-//! slip machine code into the next build's native code. Writes go to a temporary file renamed
+//! slip machine code into the next compiled guest or plugin. Writes go to a temporary file renamed
 //! into place, so concurrent builds never see half an entry.
 //!
 //! Each build adds a few hundred entries of its own (about 3 MB; the built-in guest's are
@@ -22,8 +22,8 @@
 //! removes the least recently used entries (a hit refreshes an entry's modification time)
 //! while the folder holds more than [`LIMIT_BYTES`].
 //!
-//! Not here: the compiled artifacts cached whole (`artifacts`: the compiled built-in guest,
-//! plugins and each build's native code). Entries are not synced to disk one by one as those
+//! Not here: the compiled artifacts cached whole (`artifacts`: the compiled guest, plugins,
+//! and the projects' memory images). Entries are not synced to disk one by one as those
 //! are: a guest has about 12,000, and a lost one is only a miss.
 
 use std::{borrow::Cow, fs, path::PathBuf};

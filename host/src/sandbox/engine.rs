@@ -1,31 +1,37 @@
-//! The wasmtime engine, set up in one place (once per process), and the guests compiled for it
-//! (once per project: the built-in guest, with its on-disk cache, or a build's baked snapshot).
+//! The wasmtime engine, set up in one place (once per process), and the one compiled guest
+//! every project of the process shares (once per process and engine settings).
+//!
+//! The guest's code is the built-in guest with its memory module emptied (`image`): the same
+//! for every project, whether it runs from `routes/` in `dev` or from a build's snapshot.
+//! What a project adds is its memory image, which the engine's memory slots map into its
+//! instances (`slots`). So `filerouter build` compiles nothing, and a process serving a
+//! thousand tenants holds one copy of the machine code.
 //!
 //! Compiling the guest with Cranelift takes seconds, so the compiled form is cached in
 //! `$FILEROUTER_CACHE_DIR` (default: the user's cache folder, `~/.cache/filerouter`) under a
 //! name derived from the guest's hash and the engine's settings. Later starts map it
 //! (`Component::deserialize_file`, a few milliseconds), once `checked_code` has checked that
-//! its bytes are the ones this user's filerouter wrote; a build's native code likewise, against
-//! the hash its verified build cache records.
+//! its bytes are the ones this user's filerouter wrote.
 
 use std::{
     collections::hash_map::DefaultHasher,
     hash::{Hash, Hasher},
-    path::Path,
     sync::Arc,
     time::Duration,
 };
 
 use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig,
+    Config, Engine, InstanceAllocationStrategy, OptLevel,
     component::{Component, InstancePre, Linker},
 };
 
 use super::{
-    artifacts::{self, cache_dir},
-    checked_code::{self, Refusal},
+    artifacts::cache_dir,
+    checked_code,
     compiled_functions::{self, CompiledFunctions},
     guest,
+    image::{self, Image},
+    slots::{SlotCounts, Slots, Stacks},
 };
 
 /// How often the epoch advances: the granularity of the time limit and of CPU-bound yields.
@@ -40,12 +46,13 @@ pub enum EngineError {
     Compile(String),
     #[error("link the guest component: {0}")]
     Link(String),
-    #[error("store the native code: {0}")]
-    Native(String),
+    #[error("{0}")]
+    Image(#[from] image::ImageError),
 }
 
-/// The wasmtime engine and its instance pool: once per process, shared by every project (every
-/// tenant) the process serves. Each project's code is a [`Guest`] made from it.
+/// The wasmtime engine and its memory slots: once per process, shared by every project (every
+/// tenant) the process serves, with the one compiled guest. Each project is a [`Guest`]: that
+/// code and the project's memory image.
 #[derive(Clone)]
 pub struct SandboxEngine {
     inner: Arc<EngineInner>,
@@ -53,34 +60,44 @@ pub struct SandboxEngine {
 
 struct EngineInner {
     engine: Engine,
-    /// One permit per pooling-allocator slot: a call waits here rather than fail to allocate.
-    slots: tokio::sync::Semaphore,
+    /// One permit per live instance: a call waits here rather than start past the limit.
+    permits: tokio::sync::Semaphore,
     /// How many instances may be live at once (the number of permits).
     max_instances: usize,
+    /// The linear memories of every instance (wasmtime holds another handle).
+    slots: Slots,
+    /// The guest's code compiled for `engine`, made on first use.
+    code: std::sync::Mutex<Option<Component>>,
 }
 
-/// One project's guest: a component compiled for a [`SandboxEngine`] (the built-in guest, or a
-/// build's baked snapshot). Cheap to clone; its native code is shared, and mapped from a file
-/// where it came from one.
+/// One project's guest: the engine's compiled code and the project's memory image (the built-in
+/// guest's own, or a build's snapshot). Cheap to clone.
 #[derive(Clone)]
 pub struct Guest {
     engine: SandboxEngine,
     component: Component,
+    image: Arc<Image>,
 }
 
 impl SandboxEngine {
     /// Set up wasmtime for at most `max_instances` live instances, all projects together.
     pub fn new(max_instances: u32) -> Result<Self, EngineError> {
-        let engine = new_engine(max_instances)?;
-        if let Ok(policy) = super::reset::policy() {
-            tracing::info!("sandbox memory reset: {policy}");
-        }
+        let max_instances = max_instances.max(1) as usize;
+        let policy = super::reset::policy().map_err(|e| EngineError::Config(e.to_string()))?;
+        tracing::info!("sandbox memory reset: {policy}");
+        // As many slots as live instances: each holds its project's pages resident (shared
+        // page cache and the pages its calls wrote), so more would cost memory for calls that
+        // may never come; a busy project keeps its slots, the least recently used go to others.
+        let slots = Slots::new(max_instances, policy);
+        let engine = new_engine(&slots, max_instances)?;
         start_epoch_ticker(&engine);
         Ok(Self {
             inner: Arc::new(EngineInner {
                 engine,
-                slots: tokio::sync::Semaphore::new(max_instances.max(1) as usize),
-                max_instances: max_instances.max(1) as usize,
+                permits: tokio::sync::Semaphore::new(max_instances),
+                max_instances,
+                slots,
+                code: std::sync::Mutex::new(None),
             }),
         })
     }
@@ -90,81 +107,50 @@ impl SandboxEngine {
         Self::new(max_instances)?.builtin_guest()
     }
 
-    /// The built-in guest, compiled for this engine (and cached on disk) if this machine has
-    /// not done so yet.
+    /// The built-in guest: the shared code with the built-in guest's own memory (CPython's
+    /// static data, no project), for `dev`, `build` and project commands.
     pub fn builtin_guest(&self) -> Result<Guest, EngineError> {
-        let component = load_component(&self.inner.engine)?;
-        Ok(self.guest(component))
+        let component = self.code()?;
+        let split = image::split(&guest::wasm().map_err(EngineError::Compile)?)?;
+        let hash = blake3::hash(&split.image);
+        let image = Image::load(&image::images_dir(), &hash, move || Ok(split.image))?;
+        Ok(self.guest(component, image))
     }
 
-    /// A baked guest from a build cache: its precompiled form `native` if it fits this machine
-    /// and filerouter build, else `wasm()` compiled here. Returns whether it was recompiled.
+    /// A build's guest: the shared code with the memory image whose bytes hash to `expected`
+    /// (from the verified build cache), mapped from the cache folder (`images/`), where it is
+    /// written from `image()` first if it is missing or refused (see [`Image::load`]).
     pub fn baked_guest(
         &self,
-        native: &[u8],
-        wasm: impl FnOnce() -> Result<Vec<u8>, String>,
-    ) -> Result<(Guest, bool), EngineError> {
-        // SAFETY: `native` comes from a build cache whose checksum (and, if encrypted, its
-        // authentication tag) was verified, and was written by `precompile` of a filerouter
-        // build; wasmtime also checks its header against this engine and refuses a mismatch.
-        let loaded = unsafe { Component::deserialize(&self.inner.engine, native) };
-        self.baked_or_recompiled(loaded, wasm)
-    }
-
-    /// [`SandboxEngine::baked_guest`] with the native code of a build in a file,
-    /// `$FILEROUTER_CACHE_DIR/native/<id>.cwasm`, which is mapped rather than read: its pages
-    /// are shared and can be dropped by the kernel, not anonymous memory. `id` names the build's
-    /// native code (identical builds share one file); `expected` is the BLAKE3 hash of its bytes
-    /// that the verified build cache records. On every load the file is checked against
-    /// `expected` before it is mapped (`checked_code`); a missing file is written from
-    /// `native()`, and a substituted or damaged one is refused (logged), removed and written
-    /// again. `native()` must give bytes hashing to `expected`, or the load fails.
-    pub fn baked_guest_cached(
-        &self,
-        id: &str,
         expected: &blake3::Hash,
-        native: impl FnOnce() -> Result<Vec<u8>, String>,
-        wasm: impl FnOnce() -> Result<Vec<u8>, String>,
-    ) -> Result<(Guest, bool), EngineError> {
-        let dir = cache_dir().join("native");
-        let loaded = native_component(&self.inner.engine, &dir, id, expected, native)?;
-        self.baked_or_recompiled(loaded, wasm)
+        image: impl FnOnce() -> Result<Vec<u8>, String>,
+    ) -> Result<Guest, EngineError> {
+        let component = self.code()?;
+        let image = Image::load(&image::images_dir(), expected, image)?;
+        Ok(self.guest(component, image))
     }
 
-    fn baked_or_recompiled(
-        &self,
-        loaded: wasmtime::Result<Component>,
-        wasm: impl FnOnce() -> Result<Vec<u8>, String>,
-    ) -> Result<(Guest, bool), EngineError> {
-        let (component, recompiled) = match loaded {
-            Ok(component) => (component, false),
-            Err(e) => {
-                tracing::debug!("precompiled guest unusable here: {e:#}");
-                let wasm = wasm().map_err(EngineError::Compile)?;
-                let component = Component::new(&self.inner.engine, &wasm)
-                    .map_err(|e| EngineError::Compile(format!("{e:#}")))?;
-                (component, true)
-            }
-        };
-        Ok((self.guest(component), recompiled))
-    }
-
-    fn guest(&self, component: Component) -> Guest {
+    fn guest(&self, component: Component, image: Image) -> Guest {
         Guest {
             engine: self.clone(),
             component,
+            image: Arc::new(image),
         }
     }
 
-    /// Compile a guest component to this machine's native code, in the form
-    /// [`SandboxEngine::baked_guest`] reads.
-    pub fn precompile(wasm: &[u8]) -> Result<Vec<u8>, EngineError> {
-        let engine = new_engine(1)?;
-        let compiled = engine
-            .precompile_component(wasm)
-            .map_err(|e| EngineError::Compile(format!("{e:#}")));
-        prune_compiled_functions();
-        compiled
+    /// The guest's code compiled for this engine: mapped from the cache folder, or compiled
+    /// (and kept there) on this machine's first start; once per process.
+    fn code(&self) -> Result<Component, EngineError> {
+        let mut code =
+            self.inner.code.lock().map_err(|_| {
+                EngineError::Compile("the compiled guest's lock is poisoned".into())
+            })?;
+        if let Some(component) = code.as_ref() {
+            return Ok(component.clone());
+        }
+        let component = load_component(&self.inner.engine)?;
+        *code = Some(component.clone());
+        Ok(component)
     }
 
     /// Something that makes every running guest of this engine reach its epoch check now (and
@@ -188,10 +174,15 @@ impl SandboxEngine {
         self.inner.max_instances
     }
 
-    /// Wait for a free instance slot; the slot is released when the permit is dropped.
+    /// What the memory slots did so far (for tests and benchmarks).
+    pub fn slot_counts(&self) -> SlotCounts {
+        self.inner.slots.counts()
+    }
+
+    /// Wait for a turn to have a live instance; it ends when the permit is dropped.
     pub async fn slot(&self) -> tokio::sync::SemaphorePermit<'_> {
         // The semaphore is never closed, so acquiring cannot fail.
-        match self.inner.slots.acquire().await {
+        match self.inner.permits.acquire().await {
             Ok(permit) => permit,
             Err(_) => unreachable!("the instance semaphore is never closed"),
         }
@@ -202,6 +193,11 @@ impl Guest {
     /// The engine this guest was compiled for.
     pub fn engine(&self) -> &SandboxEngine {
         &self.engine
+    }
+
+    /// The project's memory image, which the store's memory limiter announces (`slots`).
+    pub fn image(&self) -> &Arc<Image> {
+        &self.image
     }
 
     /// Link the guest for a store holding `T`, with the imports `link` adds.
@@ -217,105 +213,42 @@ impl Guest {
     }
 }
 
-/// A build's native code from `dir/<id>.cwasm`, checked against `expected` and mapped; see
-/// [`SandboxEngine::baked_guest_cached`]. The outer error is a load that cannot go on; the
-/// inner one is wasmtime's refusal of code that does not fit this machine (then the component
-/// is compiled here instead).
-fn native_component(
-    engine: &Engine,
-    dir: &Path,
-    id: &str,
-    expected: &blake3::Hash,
-    native: impl FnOnce() -> Result<Vec<u8>, String>,
-) -> Result<wasmtime::Result<Component>, EngineError> {
-    let path = dir.join(format!("{id}.cwasm"));
-    match checked_code::open(&path).and_then(|code| code.expect(expected)) {
-        Ok(code) => {
-            artifacts::mark_used(&path);
-            return Ok(code.component(engine));
-        }
-        Err(Refusal::Missing) => {}
-        Err(refusal) => checked_code::discard(&path, &refusal),
-    }
-    let bytes = native().map_err(EngineError::Compile)?;
-    if blake3::hash(&bytes) != *expected {
-        return Err(EngineError::Native(
-            "the build cache's native code does not hash to what its manifest records: run `filerouter build` again".into(),
-        ));
-    }
-    match artifacts::store_atomically(&path, &bytes) {
-        Ok(()) => {
-            artifacts::prune_unused(dir, "", &path, artifacts::UNUSED_AGE);
-        }
-        Err(e) => tracing::warn!("could not write {}: {e}", path.display()),
-    }
-    // The file just written is checked like any other: it is what will be mapped.
-    match checked_code::open(&path).and_then(|code| code.expect(expected)) {
-        Ok(code) => Ok(code.component(engine)),
-        Err(refusal) => {
-            tracing::warn!(
-                "{}: {refusal}; using the build cache's native code from memory instead",
-                path.display()
-            );
-            // SAFETY: `bytes` come from the verified build cache and hash to what it records.
-            Ok(unsafe { Component::deserialize(engine, &bytes) })
-        }
-    }
-}
-
-fn new_engine(max_instances: u32) -> Result<Engine, EngineError> {
-    Engine::new(&config(max_instances)?).map_err(|e| EngineError::Config(format!("{e:#}")))
-}
-
-fn config(max_instances: u32) -> Result<Config, EngineError> {
-    let n = max_instances.max(1);
-    let mut pool = PoolingAllocationConfig::default();
-    // componentize-py's component links 14 core modules; leave headroom for growth.
-    pool.total_component_instances(n)
-        .total_core_instances(n * 24)
-        .max_core_instances_per_component(24)
-        .total_memories(n * 4)
-        .max_memories_per_component(4)
-        .max_memories_per_module(2)
-        .total_tables(n * 8)
-        .max_tables_per_component(8)
-        .table_elements(64 * 1024)
-        .max_memory_size(4 << 30)
-        .max_component_instance_size(4 << 20)
-        .max_core_instance_size(4 << 20)
-        .total_stacks(n);
-    // How a used slot is made fresh again (PAGEMAP_SCAN or a copy): see `reset`.
-    super::reset::policy()
-        .map_err(|e| EngineError::Config(e.to_string()))?
-        .apply(&mut pool);
+fn new_engine(slots: &Slots, max_instances: usize) -> Result<Engine, EngineError> {
     let mut config = Config::new();
     config
         .wasm_component_model(true)
         .epoch_interruption(true)
         .cranelift_opt_level(OptLevel::Speed)
-        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        // Memories and stacks are ours (`slots`): instances are otherwise made on demand.
+        .allocation_strategy(InstanceAllocationStrategy::OnDemand)
+        .with_host_memory(Arc::new(slots.handle()))
+        .with_host_stack(Arc::new(Stacks::new(max_instances)))
+        // The guest's memory module has no data; nothing else may ask wasmtime for a
+        // copy-on-write image of a host memory (it cannot make one).
+        .memory_init_cow(false);
     config
         .enable_incremental_compilation(Arc::new(compiled_functions()))
         .map_err(|e| EngineError::Config(format!("{e:#}")))?;
-    Ok(config)
+    Engine::new(&config).map_err(|e| EngineError::Config(format!("{e:#}")))
 }
 
 /// Cranelift's store of compiled functions (see [`CompiledFunctions`]).
-fn compiled_functions() -> CompiledFunctions {
+pub(super) fn compiled_functions() -> CompiledFunctions {
     CompiledFunctions::new(cache_dir().join("functions"))
 }
 
 /// Keep the store of compiled functions within its bound after a compilation.
-fn prune_compiled_functions() {
+pub(super) fn prune_compiled_functions() {
     let removed = compiled_functions().prune(compiled_functions::LIMIT_BYTES);
     if removed > 0 {
         tracing::debug!("removed {removed} least recently used compiled functions");
     }
 }
 
-/// The built-in guest compiled for `engine`: mapped from the cache folder if this user's
-/// filerouter compiled it there before (`guest-<guest hash>-<engine settings>-<checksum>.cwasm`,
-/// checked by `checked_code::load_named`), else compiled now and kept there.
+/// The guest's code (the built-in guest split from its memory, see `image`) compiled for
+/// `engine`: mapped from the cache folder if this user's filerouter compiled it there before
+/// (`guest-<guest hash>-<engine settings>-<checksum>.cwasm`, checked by
+/// `checked_code::load_named`), else compiled now and kept there.
 fn load_component(engine: &Engine) -> Result<Component, EngineError> {
     let mut hasher = DefaultHasher::new();
     guest::SHA256.hash(&mut hasher);
@@ -325,9 +258,11 @@ fn load_component(engine: &Engine) -> Result<Component, EngineError> {
         eprintln!(
             "filerouter: compiling the sandbox guest for this machine (first start only, a few seconds)..."
         );
-        let wasm = guest::wasm()?;
+        let code = image::split(&guest::wasm()?)
+            .map_err(|e| e.to_string())?
+            .code;
         let compiled = engine
-            .precompile_component(&wasm)
+            .precompile_component(&code)
             .map_err(|e| format!("{e:#}"));
         prune_compiled_functions();
         compiled
@@ -359,73 +294,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn native_code_that_does_not_fit_is_recompiled_from_the_component() {
-        let engine = SandboxEngine::new(1).unwrap();
-        let (_, recompiled) = engine
-            .baked_guest(b"not native code for this machine", guest::wasm)
-            .unwrap();
-        assert!(recompiled);
-    }
-
-    /// Two different components, compiled for `engine`: an empty one, and one holding an empty
-    /// core module.
-    fn two_compiled(engine: &Engine) -> (Vec<u8>, Vec<u8>) {
-        const HEADER: &[u8] = b"\0asm\x0d\0\x01\0";
-        let mut with_module = HEADER.to_vec();
-        with_module.extend_from_slice(b"\x01\x08\0asm\x01\0\0\0");
-        let a = engine.precompile_component(HEADER).unwrap();
-        let b = engine.precompile_component(&with_module).unwrap();
-        assert_ne!(a, b);
-        (a, b)
-    }
-
-    #[test]
-    fn native_code_under_another_builds_name_is_refused_and_written_again() {
-        let engine = new_engine(1).unwrap();
-        let (a, b) = two_compiled(&engine);
-        let dir = tempfile::tempdir().unwrap();
-        let expected = blake3::hash(&b);
-        let path = dir.path().join("b.cwasm");
-        let load = |native: Result<Vec<u8>, String>| {
-            native_component(&engine, dir.path(), "b", &expected, || native)
-                .unwrap()
-                .unwrap()
-        };
-        load(Ok(b.clone()));
-        assert_eq!(std::fs::read(&path).unwrap(), b);
-        // The right file is mapped without asking for the build cache's bytes.
-        load(Err("not needed".into()));
-
-        // Another build's code, the file cut short, garbage: each is refused, removed and
-        // written again from the build cache.
-        for bad in [&a[..], &b[..b.len() / 2], b"garbage"] {
-            artifacts::store_atomically(&path, bad).unwrap();
-            load(Ok(b.clone()));
-            assert_eq!(std::fs::read(&path).unwrap(), b);
-        }
-    }
-
-    #[test]
-    fn native_code_that_does_not_hash_as_the_cache_says_is_not_loaded() {
-        let engine = new_engine(1).unwrap();
-        let (a, b) = two_compiled(&engine);
-        let dir = tempfile::tempdir().unwrap();
-        let error = native_component(&engine, dir.path(), "b", &blake3::hash(&b), || Ok(a))
-            .err()
-            .unwrap();
-        assert!(matches!(error, EngineError::Native(_)), "{error}");
-        assert!(!dir.path().join("b.cwasm").exists());
-    }
-
-    #[test]
-    fn native_code_that_cannot_be_written_is_used_from_memory() {
-        let engine = new_engine(1).unwrap();
-        let (_, b) = two_compiled(&engine);
-        let dir = tempfile::tempdir().unwrap();
-        // A file where the folder should be: nothing can be written under it.
-        let blocked = dir.path().join("native");
-        std::fs::write(&blocked, b"").unwrap();
-        let loaded = native_component(&engine, &blocked, "b", &blake3::hash(&b), || Ok(b));
-        assert!(loaded.unwrap().is_ok());
+    fn the_built_in_guest_splits_into_code_and_its_static_data() {
+        let wasm = guest::wasm().unwrap();
+        let split = image::split(&wasm).unwrap();
+        assert!(split.code.len() < wasm.len() / 2, "{}", split.code.len());
+        assert!(split.image.len() > 16 << 20, "{}", split.image.len());
+        assert_eq!(split.image.len() % image::WASM_PAGE, 0);
     }
 }

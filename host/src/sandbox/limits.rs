@@ -1,6 +1,7 @@
 //! The memory limiter that enforces a call's memory cap (from the [`crate::config::Limits`] of
 //! the project or tenant), shared by a request's route and plugin instances, and remembers
-//! whether it had to.
+//! whether it had to. For a guest instance it also announces the project's memory image to the
+//! engine's memory slots (`slots`) as wasmtime asks it to grant the new memory.
 
 use std::sync::{
     Arc,
@@ -8,6 +9,8 @@ use std::sync::{
 };
 
 use wasmtime::ResourceLimiter;
+
+use super::{image::Image, slots};
 
 /// The memory limiter of one instance, drawing on its request's memory cap: the route guest's
 /// instance and those of the plugins it calls share one budget (`share`), so a request cannot
@@ -21,6 +24,8 @@ pub struct MemoryLimiter {
     /// Bytes held by this instance, given back to the budget when it is dropped.
     mine: usize,
     refused: bool,
+    /// The project's memory image, for a guest instance's limiter (see [`MemoryLimiter::for_guest`]).
+    image: Option<Arc<Image>>,
 }
 
 impl MemoryLimiter {
@@ -31,7 +36,17 @@ impl MemoryLimiter {
             used: Arc::default(),
             mine: 0,
             refused: false,
+            image: None,
         }
+    }
+
+    /// The limiter of a request's guest instance, whose memory starts as `image`: the image
+    /// counts against the cap from the start, and is announced to the memory slots when
+    /// wasmtime creates the memory.
+    pub fn for_guest(memory_bytes: usize, image: Arc<Image>) -> Self {
+        let mut limiter = Self::new(memory_bytes);
+        limiter.image = Some(image);
+        limiter
     }
 
     /// A limiter for another instance of the same request, drawing on the same budget.
@@ -41,6 +56,7 @@ impl MemoryLimiter {
             used: self.used.clone(),
             mine: 0,
             refused: false,
+            image: None,
         }
     }
 
@@ -62,6 +78,14 @@ impl ResourceLimiter for MemoryLimiter {
         desired: usize,
         maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
+        // A new memory (wasmtime asks for it from 0 bytes): it will start as the image.
+        let mut desired = desired;
+        if current == 0
+            && let Some(image) = &self.image
+        {
+            desired = desired.max(image.size());
+            slots::announce(image);
+        }
         let delta = desired.saturating_sub(current);
         let granted = maximum.is_none_or(|max| desired <= max)
             && self

@@ -29,6 +29,7 @@ mod compiled_functions;
 mod config_py;
 pub mod engine;
 mod guest;
+pub mod image;
 mod limits;
 pub mod output;
 pub mod plugin_calls;
@@ -58,7 +59,7 @@ pub use bindings::filerouter::sandbox::types::{
     ProjectError, RouteInspection, RouteTarget, Target,
 };
 pub use config_py::ConfigError;
-pub use guest::SHA256 as GUEST_SHA256;
+pub use guest::{SHA256 as GUEST_SHA256, wasm as guest_wasm};
 pub use limits::MemoryLimiter;
 pub use services::Upstream;
 
@@ -133,11 +134,13 @@ struct CallState {
 }
 
 impl CallState {
-    fn new(wasi: WasiCtx, memory_bytes: usize, data: &Data, deadline: Instant) -> Self {
+    /// A call's state; `limits` is the guest instance's memory limiter (which announces the
+    /// project's image, see [`MemoryLimiter::for_guest`]).
+    fn new(wasi: WasiCtx, limits: MemoryLimiter, data: &Data, deadline: Instant) -> Self {
         Self {
             wasi,
             table: ResourceTable::new(),
-            limits: MemoryLimiter::new(memory_bytes),
+            limits,
             kv: data.kv.clone(),
             db: data.db.session(deadline),
             upstream: None,
@@ -324,50 +327,6 @@ impl Sandbox {
     /// The settings and secrets route code is given.
     pub fn environment(&self) -> &Environment {
         &self.inner.environment
-    }
-
-    /// Before the first request: make an instance in every slot this sandbox may use at once,
-    /// so that each slot holds the snapshot, and fill in the slots' page tables, so that the
-    /// memory reset restores only what requests write (see [`slots`]). Only where the reset
-    /// scans for written pages; returns how many slots were populated.
-    pub async fn prepare_slots(&self) -> usize {
-        if !reset::policy().is_ok_and(|policy| policy.scans()) {
-            return 0;
-        }
-        let inner = &self.inner;
-        let engine = inner.guest.engine();
-        let mut live = Vec::with_capacity(engine.max_instances());
-        for _ in 0..engine.max_instances() {
-            let permit = engine.slot().await;
-            let state = CallState::new(
-                WasiCtxBuilder::new().build(),
-                inner.limits.memory_bytes,
-                &inner.data,
-                Instant::now(),
-            );
-            let mut store = Store::new(engine.engine(), state);
-            store.limiter(|state| &mut state.limits);
-            // Instantiating runs no project code; the deadline only bounds the unexpected.
-            store.set_epoch_deadline(1000);
-            match inner.pre.instantiate_async(&mut store).await {
-                Ok(_) => live.push((permit, store)),
-                Err(e) => {
-                    tracing::debug!("preparing sandbox slots: {e:#}");
-                    break;
-                }
-            }
-        }
-        let populated = tokio::task::spawn_blocking(slots::populate).await;
-        // Dropping the instances resets their slots: nothing was written, nothing to copy.
-        drop(live);
-        match populated {
-            Ok(Ok(n)) => n,
-            Ok(Err(e)) => {
-                tracing::info!("sandbox slots not populated (MADV_POPULATE_READ: {e})");
-                0
-            }
-            Err(_) => 0,
-        }
     }
 
     /// The project's key-value store.
@@ -608,7 +567,8 @@ impl Inner {
         // Plugins run in stores of their own under this call's budget: their CPU is counted
         // in this call's (they run in its polls) and their epoch ticks ask the same budget.
         let deadline = Instant::now() + limits.wall;
-        let mut state = CallState::new(wasi.build(), limits.memory_bytes, &self.data, deadline);
+        let memory = MemoryLimiter::for_guest(limits.memory_bytes, self.guest.image().clone());
+        let mut state = CallState::new(wasi.build(), memory, &self.data, deadline);
         state.plugins = self.plugins.as_ref().map(|plugins| {
             plugins.open(PluginCall {
                 memory: state.limits.share(),
@@ -629,14 +589,13 @@ impl Inner {
         let ticks = budget.clone();
         store.epoch_deadline_callback(move |_| Ok(at_epoch_tick(ticks.tick())));
 
-        let router =
-            self.pre
-                .instantiate_async(&mut store)
-                .await
-                .map_err(|e| match budget.overrun() {
-                    Some(overrun) => SandboxError::Timeout(overrun),
-                    None => SandboxError::Instantiate(format!("{e:#}")),
-                })?;
+        let instantiated = self.pre.instantiate_async(&mut store).await;
+        // The image announced for the memory was taken by it, unless instantiating failed first.
+        slots::clear_announcement();
+        let router = instantiated.map_err(|e| match budget.overrun() {
+            Some(overrun) => SandboxError::Timeout(overrun),
+            None => SandboxError::Instantiate(format!("{e:#}")),
+        })?;
         match export(router, &mut store).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) => Err(SandboxError::Project(Box::new(redacted(

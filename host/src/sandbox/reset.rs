@@ -1,35 +1,38 @@
-//! How a used instance slot becomes fresh again: which of its memory pages are restored from
-//! the snapshot after a call, and how many stay mapped for the next call.
+//! How a used memory slot becomes fresh again: which of its pages are restored from the
+//! project's image after a call.
 //!
-//! Every call gets a fresh instance from wasmtime's pooling allocator. When an instance is
-//! dropped, its slot's linear memory is put back to the snapshot's contents before the slot
-//! is reused. On Linux 6.7 and later, wasmtime asks the kernel (`PAGEMAP_SCAN`) which pages
-//! are private to the slot (written since they were mapped from the snapshot) and copies the
-//! snapshot back over only those, up to [`KEEP_RESIDENT`]; pages past that budget are unmapped
-//! and fault back in from the snapshot when next touched. Without `PAGEMAP_SCAN` it copies the
-//! first [`KEEP_RESIDENT`] bytes back whether they changed or not, and unmaps the rest. Both
-//! leave the slot indistinguishable from a fresh copy of the snapshot (`tests/isolation.rs`).
+//! Every call gets a fresh instance whose linear memory is a slot of ours (`slots`), mapped
+//! copy-on-write from the project's image. When the instance is dropped, the slot is put back
+//! to the image's contents before it is used again. On Linux 6.7 and later the kernel says
+//! (`PAGEMAP_SCAN`) which pages are private to the slot (written since they were mapped from
+//! the image) and the image is copied back over only those, up to [`KEEP_RESIDENT`]; past that
+//! budget the whole image is mapped afresh and the pages fault in from it when next touched.
+//! Without `PAGEMAP_SCAN` the image is always mapped afresh: correct, slower (every page a call
+//! touches faults in again). Memory the call grew is dropped either way. Both leave the slot
+//! indistinguishable from a fresh copy of the image (`tests/isolation.rs`,
+//! `tests/tenant_isolation.rs`).
+//!
+//! The scan asks only for pages that are present or swapped: Linux 6.18 also reports as written
+//! every never-touched page of a page table that exists (measured: write one page of a fresh
+//! 2 MiB range and all 512 are reported), which would copy hundreds of untouched pages back.
 //!
 //! `FILEROUTER_PAGEMAP_SCAN` chooses, read once when the engine is set up: `auto` (the
-//! default: use it where the kernel has it), `on` (require it) or `off` (always copy; what a
-//! kernel before 6.7 does, kept switchable so that path stays tested).
+//! default: use it where the kernel has it), `on` (require it) or `off` (always map afresh;
+//! what a kernel before 6.7 does, kept switchable so that path stays tested).
 //!
-//! This module decides how slots are reset; it does not size the pool (see [`super::engine`]).
+//! This module decides how a slot is reset and finds its written pages; it does not own slots
+//! (see [`super::slots`]).
 
-use std::{fmt, sync::OnceLock};
-
-use wasmtime::{Enabled, PoolingAllocationConfig};
+use std::{fmt, fs::File, ops::Range, os::fd::AsRawFd, sync::OnceLock};
 
 /// The environment variable that chooses whether `PAGEMAP_SCAN` is used.
 pub const ENV: &str = "FILEROUTER_PAGEMAP_SCAN";
 
-/// How much of a slot's linear memory stays mapped between calls. With `PAGEMAP_SCAN` this is
-/// a budget of pages written by earlier calls of the slot, each copied back from the snapshot
-/// after every call; without it, the first this many bytes are copied back every time.
+/// How many bytes of written pages are copied back from the image after a call; a call that
+/// wrote more gets its slot's image mapped afresh instead. Pages once written stay private to
+/// the slot and are reported (and copied) after every later call too, so this also bounds
+/// what a warm slot holds.
 pub const KEEP_RESIDENT: usize = 32 << 20;
-
-/// The same for tables (function references; a few pages per instance).
-pub const TABLE_KEEP_RESIDENT: usize = 1 << 20;
 
 /// A value of `FILEROUTER_PAGEMAP_SCAN` that is none of the accepted ones, or `on` where the
 /// kernel lacks the feature.
@@ -54,7 +57,7 @@ pub enum PagemapScan {
     Auto,
     /// Required: setting up the engine fails without it.
     On,
-    /// Never: always copy the first [`KEEP_RESIDENT`] bytes.
+    /// Never: always map the image afresh.
     Off,
 }
 
@@ -98,26 +101,15 @@ impl ResetPolicy {
     pub fn scans(&self) -> bool {
         self.available && self.wanted != PagemapScan::Off
     }
-
-    /// Configure the pooling allocator accordingly.
-    pub fn apply(&self, pool: &mut PoolingAllocationConfig) {
-        pool.linear_memory_keep_resident(KEEP_RESIDENT)
-            .table_keep_resident(TABLE_KEEP_RESIDENT)
-            .pagemap_scan(if self.scans() {
-                Enabled::Yes
-            } else {
-                Enabled::No
-            });
-    }
 }
 
 impl fmt::Display for ResetPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mib = KEEP_RESIDENT >> 20;
         if self.scans() {
+            let mib = KEEP_RESIDENT >> 20;
             write!(
                 f,
-                "dirty pages only (PAGEMAP_SCAN), up to {mib} MiB kept mapped per slot"
+                "written pages only (PAGEMAP_SCAN), up to {mib} MiB copied back per call"
             )
         } else {
             let why = if self.wanted == PagemapScan::Off {
@@ -125,7 +117,7 @@ impl fmt::Display for ResetPolicy {
             } else {
                 "this kernel has no PAGEMAP_SCAN".to_string()
             };
-            write!(f, "copy of the first {mib} MiB per slot ({why})")
+            write!(f, "the image mapped afresh after every call ({why})")
         }
     }
 }
@@ -142,7 +134,99 @@ pub fn policy() -> Result<ResetPolicy, ResetError> {
 
 /// Whether this kernel offers `PAGEMAP_SCAN` (Linux 6.7 and later).
 pub fn pagemap_scan_available() -> bool {
-    PoolingAllocationConfig::is_pagemap_scan_available()
+    static AVAILABLE: OnceLock<bool> = OnceLock::new();
+    *AVAILABLE.get_or_init(|| {
+        let page = vec![0u8; 2 * PAGE];
+        let start = (page.as_ptr() as usize).next_multiple_of(PAGE);
+        pagemap().is_some_and(|file| written_pages(file, start..start + PAGE).is_ok())
+    })
+}
+
+/// The host page size the kernel reports regions in.
+const PAGE: usize = 4096;
+
+/// `_IOWR('f', 16, struct pm_scan_arg)` from `linux/fs.h`.
+const PAGEMAP_SCAN: libc::c_ulong = 0xC060_6610;
+const PAGE_IS_WRITTEN: u64 = 1 << 1;
+const PAGE_IS_FILE: u64 = 1 << 2;
+const PAGE_IS_PRESENT: u64 = 1 << 3;
+const PAGE_IS_SWAPPED: u64 = 1 << 4;
+const PAGE_IS_PFNZERO: u64 = 1 << 5;
+
+/// `struct pm_scan_arg` (`linux/fs.h`).
+#[repr(C)]
+struct ScanArg {
+    size: u64,
+    flags: u64,
+    start: u64,
+    end: u64,
+    walk_end: u64,
+    vec: u64,
+    vec_len: u64,
+    max_pages: u64,
+    category_inverted: u64,
+    category_mask: u64,
+    category_anyof_mask: u64,
+    return_mask: u64,
+}
+
+/// `struct page_region` (`linux/fs.h`).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct PageRegion {
+    start: u64,
+    end: u64,
+    categories: u64,
+}
+
+/// `/proc/self/pagemap`, opened once.
+pub fn pagemap() -> Option<&'static File> {
+    static PAGEMAP: OnceLock<Option<File>> = OnceLock::new();
+    PAGEMAP
+        .get_or_init(|| File::open("/proc/self/pagemap").ok())
+        .as_ref()
+}
+
+/// The ranges of `range` (page-aligned addresses of this process) that hold pages written
+/// since they were mapped: present or swapped, neither file pages (an image mapped
+/// copy-on-write and only read) nor the zero page. Blocking, but only a page-table walk.
+pub fn written_pages(pagemap: &File, range: Range<usize>) -> std::io::Result<Vec<Range<usize>>> {
+    let mut found = Vec::new();
+    let mut regions = [PageRegion::default(); 64];
+    let mut at = range.start as u64;
+    let end = range.end as u64;
+    while at < end {
+        let mut arg = ScanArg {
+            size: std::mem::size_of::<ScanArg>() as u64,
+            flags: 0,
+            start: at,
+            end,
+            walk_end: 0,
+            vec: regions.as_mut_ptr() as u64,
+            vec_len: regions.len() as u64,
+            max_pages: 0,
+            // Written, and not a file page nor the zero page...
+            category_inverted: PAGE_IS_FILE | PAGE_IS_PFNZERO,
+            category_mask: PAGE_IS_WRITTEN | PAGE_IS_FILE | PAGE_IS_PFNZERO,
+            // ...and there at all (see the module documentation).
+            category_anyof_mask: PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+            return_mask: PAGE_IS_WRITTEN,
+        };
+        // SAFETY: `arg` and `regions` are valid for the call; the kernel writes at most
+        // `vec_len` regions and `walk_end`, and reads page tables of this process only.
+        let n = unsafe { libc::ioctl(pagemap.as_raw_fd(), PAGEMAP_SCAN as _, &mut arg) };
+        if n < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        for region in &regions[..n as usize] {
+            found.push(region.start as usize..region.end as usize);
+        }
+        if arg.walk_end <= at {
+            break;
+        }
+        at = arg.walk_end;
+    }
+    Ok(found)
 }
 
 #[cfg(test)]
@@ -164,18 +248,63 @@ mod tests {
     }
 
     #[test]
-    fn off_never_scans_and_is_described_as_a_copy() {
+    fn off_never_scans_and_is_described_as_a_fresh_mapping() {
         let policy = ResetPolicy {
             wanted: PagemapScan::Off,
             available: true,
         };
         assert!(!policy.scans());
-        assert!(policy.to_string().starts_with("copy of the first"));
+        assert!(policy.to_string().starts_with("the image mapped afresh"));
         let auto = ResetPolicy {
             wanted: PagemapScan::Auto,
             available: true,
         };
         assert!(auto.scans());
-        assert!(auto.to_string().starts_with("dirty pages only"));
+        assert!(auto.to_string().starts_with("written pages only"));
+    }
+
+    /// What the reset relies on in the kernel: in a file mapped privately, pages only read
+    /// are not reported, written ones are, and untouched pages beside them are not (even in a
+    /// 2 MiB range whose page table exists). Fails loudly where the kernel changes that.
+    #[test]
+    fn the_scan_reports_exactly_the_written_pages_of_a_private_file_mapping() {
+        if !pagemap_scan_available() {
+            eprintln!("no PAGEMAP_SCAN on this kernel: nothing to check");
+            return;
+        }
+        let mut file = tempfile::tempfile().unwrap();
+        let len = 4 << 20;
+        std::io::Write::write_all(&mut file, &vec![1u8; len]).unwrap();
+        // SAFETY: a private mapping of the test's own file.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                0,
+            )
+        } as usize;
+        assert_ne!(base as *mut libc::c_void, libc::MAP_FAILED);
+        let page = |n: usize| (base + n * PAGE) as *mut u8;
+        // SAFETY: within the mapping.
+        unsafe {
+            for n in [0, 5, 600, 601] {
+                assert_eq!(page(n).read_volatile(), 1);
+            }
+            for n in [3, 600, 900] {
+                page(n).write_volatile(2);
+            }
+        }
+        let written = written_pages(pagemap().unwrap(), base..base + len).unwrap();
+        let pages: Vec<usize> = written
+            .iter()
+            .flat_map(|r| (r.start..r.end).step_by(PAGE))
+            .map(|address| (address - base) / PAGE)
+            .collect();
+        assert_eq!(pages, vec![3, 600, 900]);
+        // SAFETY: the mapping made above.
+        unsafe { libc::munmap(base as *mut libc::c_void, len) };
     }
 }

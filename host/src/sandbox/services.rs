@@ -437,7 +437,7 @@ mod tests {
         let data = crate::data::Data::default();
         CallState::new(
             WasiCtxBuilder::new().build(),
-            memory_bytes,
+            crate::sandbox::MemoryLimiter::new(memory_bytes),
             &data,
             Instant::now(),
         )

@@ -1,158 +1,840 @@
-//! The instance slots' page tables, filled in before the first request, so that the memory
-//! reset (see [`super::reset`]) restores only the pages a request wrote.
+//! Memory slots: the linear memories of guest instances, ours rather than wasmtime's, each mapped
+//! copy-on-write from its project's memory image ([`super::image`]) and reset after every call
+//! by what the call wrote ([`super::reset`]).
 //!
-//! With `PAGEMAP_SCAN`, wasmtime 50.0.1 restores the pages the kernel reports as written and
-//! neither a file page (the snapshot, mapped copy-on-write) nor the zero page. The kernel
-//! also reports as written every page that is not mapped at all but lies in a page table that
-//! exists (measured on Linux 6.18: write one page of a fresh 2 MiB range and all 512 are
-//! reported). A slot whose guest touched one page of a 2 MiB range therefore has the other
-//! 511 copied from the snapshot at its first reset, which makes them private copies, which
-//! every later scan reports as written again: about 2,000 pages (8 MiB) copied after every
-//! request of `examples/hello`, of which about 250 were changed by it.
+//! One compiled guest serves every project of the process; what differs is the memory an
+//! instance starts with. wasmtime asks the engine's [`MemoryCreator`] ([`Slots`]) for each new
+//! memory without saying which store it is for, so the store's memory limiter announces its
+//! project's image ([`announce`]) when wasmtime asks it to grant the new memory, which wasmtime
+//! does just before it creates the memory, on the same thread (wasmtime 50; not a documented
+//! promise, so `tests::wasmtime_asks_the_limiter_just_before_it_creates_the_memory` fails
+//! loudly if an upgrade changes it, and a memory created without an announcement is refused).
 //!
-//! [`populate`] asks the kernel (`MADV_POPULATE_READ`) to map every page of every slot that
-//! holds a snapshot, read-only: the snapshot's own pages and the zero page. Reading a page
-//! changes nothing a guest can see (an unmapped page of a slot reads as the snapshot's page
-//! or zero anyway), so it is safe at any time, on any slot, in use or not; it only changes
-//! what the next scan reports: then exactly the pages written since they were mapped.
-//! [`super::Sandbox::prepare_slots`] instantiates the guest once in every slot it may use and
-//! populates them before requests arrive. A kernel without `MADV_POPULATE_READ` (before 5.14)
-//! refuses it, and the reset stays as correct as before, only slower.
+//! A slot is a reservation of the engine's size (4 GiB and guard pages) of which the image's
+//! pages are mapped privately from its file and the rest is inaccessible until the guest
+//! grows its memory. After a call the slot goes back to a free list, still mapping its image,
+//! so the next call of the same project finds its pages in place (slots are affine to their
+//! project); a call of another project gets a new slot while there are fewer than `capacity`,
+//! else takes the least recently used free slot and maps its own image over it (two `mmap`
+//! calls). Slots past `capacity` (made while every slot was in use) are unmapped when their
+//! call ends.
 //!
-//! This module finds and populates slots; it does not decide how they are reset.
+//! Fiber stacks are pooled here too ([`Stacks`]): on-demand instances would otherwise map and
+//! unmap a stack per call.
+//!
+//! Not here: which pages a reset restores (`reset`), making images (`image`), the engine.
 
-use std::ops::Range;
+use std::{
+    cell::RefCell,
+    ops::Range,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+};
 
-/// The address ranges of the linear-memory slots that hold a snapshot: the copy-on-write
-/// mapping of wasmtime's memory image and the read-write anonymous mappings right before and
-/// after it (the zero-filled memory below and above the image), from `/proc/self/maps` text.
-/// wasmtime maps the image from the compiled guest's file (`*.cwasm`, in the cache folder)
-/// where the guest was loaded from one, else from a memfd named `wasm-memory-image`.
-pub fn snapshot_slots(maps: &str) -> Vec<Range<usize>> {
-    let vmas: Vec<Vma> = maps.lines().filter_map(Vma::parse).collect();
-    let mut slots = Vec::new();
-    for (i, vma) in vmas.iter().enumerate() {
-        if !vma.memory_image() {
-            continue;
-        }
-        let mut start = vma.range.start;
-        for before in vmas[..i].iter().rev() {
-            if before.range.end != start || !before.anonymous_rw() {
-                break;
-            }
-            start = before.range.start;
-        }
-        let mut end = vma.range.end;
-        for after in &vmas[i + 1..] {
-            if after.range.start != end || !after.anonymous_rw() {
-                break;
-            }
-            end = after.range.end;
-        }
-        slots.push(start..end);
-    }
-    slots
+use wasmtime::{LinearMemory, MemoryCreator, MemoryType, StackCreator, StackMemory};
+
+use super::{image::Image, reset};
+
+/// `MADV_POPULATE_WRITE` (`asm-generic/mman-common.h`, Linux 5.14), which libc 0.2 does not
+/// name; an older kernel refuses it (EINVAL) and nothing happens.
+const MADV_POPULATE_WRITE: libc::c_int = 23;
+
+thread_local! {
+    /// The image the next memory created on this thread starts from: set by [`announce`],
+    /// taken by [`Slots::new_memory`].
+    static ANNOUNCED: RefCell<Option<Arc<Image>>> = const { RefCell::new(None) };
 }
 
-/// Map every page of every snapshot slot of this process read-only (see the module
-/// documentation). Returns how many slots were populated; an error names why none could be.
-pub fn populate() -> std::io::Result<usize> {
-    let maps = std::fs::read_to_string("/proc/self/maps")?;
-    let mut populated = 0;
-    for slot in snapshot_slots(&maps) {
-        // SAFETY: MADV_POPULATE_READ only faults pages in for reading, as a read of each page
-        // would; it neither changes contents nor unmaps anything, and fails (without effect)
-        // on a range that is not readable. The range comes from this process's own maps.
+/// Say which image the memory wasmtime is about to create on this thread starts from. Called
+/// by the store's memory limiter when asked to grant a new memory.
+pub fn announce(image: &Arc<Image>) {
+    ANNOUNCED.with(|next| *next.borrow_mut() = Some(image.clone()));
+}
+
+/// Forget an announcement no memory took (after an instantiation, whatever happened).
+pub fn clear_announcement() {
+    ANNOUNCED.with(|next| next.borrow_mut().take());
+}
+
+/// Counts of what the slots did, for tests and the log.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SlotCounts {
+    /// Slots mapped (reservations made).
+    pub created: u64,
+    /// Memories given out from a free slot that already held their image.
+    pub warm: u64,
+    /// Memories given out from a free slot that held another image.
+    pub switched: u64,
+    /// Resets that copied written pages back.
+    pub copied: u64,
+    /// Resets that mapped the image afresh.
+    pub remapped: u64,
+    /// Pages copied back, all resets together.
+    pub pages_copied: u64,
+}
+
+/// The engine's memories: a free list of slots, and counts.
+pub struct Slots {
+    inner: Arc<SlotsInner>,
+}
+
+struct SlotsInner {
+    /// Slots no instance uses, the least recently used first.
+    free: Mutex<Vec<Slot>>,
+    /// The most slots kept, in use or free.
+    capacity: usize,
+    /// Slots that exist, in use or free.
+    total: std::sync::atomic::AtomicUsize,
+    policy: reset::ResetPolicy,
+    created: AtomicU64,
+    warm: AtomicU64,
+    switched: AtomicU64,
+    copied: AtomicU64,
+    remapped: AtomicU64,
+    pages_copied: AtomicU64,
+}
+
+/// One reservation: `guard` inaccessible bytes, then the memory (`reserved` bytes, the first
+/// `accessible` of them readable and writable), then `guard` more.
+struct Slot {
+    /// The memory's first byte.
+    base: usize,
+    reserved: usize,
+    guard: usize,
+    accessible: usize,
+    /// The image mapped at `base`.
+    image: Arc<Image>,
+    /// The pages the last call written (offsets from `base`), as the last reset found them:
+    /// where the next project's call, laid out alike, will most likely write too.
+    written: Vec<Range<usize>>,
+}
+
+impl Slots {
+    /// Slots for an engine that runs at most `capacity` instances at once.
+    pub fn new(capacity: usize, policy: reset::ResetPolicy) -> Self {
+        Self {
+            inner: Arc::new(SlotsInner {
+                free: Mutex::new(Vec::new()),
+                capacity: capacity.max(1),
+                total: std::sync::atomic::AtomicUsize::new(0),
+                policy,
+                created: AtomicU64::new(0),
+                warm: AtomicU64::new(0),
+                switched: AtomicU64::new(0),
+                copied: AtomicU64::new(0),
+                remapped: AtomicU64::new(0),
+                pages_copied: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// Another handle on the same slots (one goes to wasmtime).
+    pub fn handle(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+        }
+    }
+
+    /// What the slots did so far.
+    pub fn counts(&self) -> SlotCounts {
+        let inner = &self.inner;
+        SlotCounts {
+            created: inner.created.load(Ordering::Relaxed),
+            warm: inner.warm.load(Ordering::Relaxed),
+            switched: inner.switched.load(Ordering::Relaxed),
+            copied: inner.copied.load(Ordering::Relaxed),
+            remapped: inner.remapped.load(Ordering::Relaxed),
+            pages_copied: inner.pages_copied.load(Ordering::Relaxed),
+        }
+    }
+
+    /// How many slots wait on the free list.
+    pub fn free(&self) -> usize {
+        self.inner.free.lock().map_or(0, |free| free.len())
+    }
+}
+
+/// What failed in a system call, with its name.
+fn os_error(what: &str) -> String {
+    format!("{what}: {}", std::io::Error::last_os_error())
+}
+
+impl SlotsInner {
+    /// A slot holding `image`, of `reserved` bytes and `guard` around: a free one that holds it
+    /// already (the most recently used), else a new one while there are fewer than `capacity`,
+    /// else the least recently used free one, switched to `image`, else (every slot in use) a
+    /// new one.
+    fn take(&self, image: &Arc<Image>, reserved: usize, guard: usize) -> Result<Slot, String> {
+        let (same, other) = {
+            let mut free = self.free.lock().map_err(|_| "the slot list is poisoned")?;
+            let before = free.len();
+            free.retain(|slot| slot.reserved == reserved && slot.guard == guard);
+            self.total.fetch_sub(before - free.len(), Ordering::Relaxed);
+            let full = self.total.load(Ordering::Relaxed) >= self.capacity;
+            match free
+                .iter()
+                .rposition(|slot| Arc::ptr_eq(&slot.image, image))
+            {
+                Some(at) => (Some(free.remove(at)), None),
+                None if full && !free.is_empty() => (None, Some(free.remove(0))),
+                None => (None, None),
+            }
+        };
+        if let Some(slot) = same {
+            self.warm.fetch_add(1, Ordering::Relaxed);
+            return Ok(slot);
+        }
+        if let Some(mut slot) = other {
+            if let Err(e) = slot.switch_to(image) {
+                self.total.fetch_sub(1, Ordering::Relaxed);
+                return Err(e);
+            }
+            self.switched.fetch_add(1, Ordering::Relaxed);
+            return Ok(slot);
+        }
+        let slot = Slot::new(image, reserved, guard)?;
+        self.total.fetch_add(1, Ordering::Relaxed);
+        self.created.fetch_add(1, Ordering::Relaxed);
+        Ok(slot)
+    }
+
+    /// Reset `slot` and put it on the free list; a slot past `capacity`, or one that cannot be
+    /// reset, is unmapped.
+    fn give_back(&self, mut slot: Slot) {
+        let total = self.total.load(Ordering::Relaxed);
+        if total > self.capacity {
+            self.total.fetch_sub(1, Ordering::Relaxed);
+            return;
+        }
+        match slot.reset(self.policy.scans()) {
+            Ok(Some(pages)) => {
+                self.copied.fetch_add(1, Ordering::Relaxed);
+                self.pages_copied.fetch_add(pages as u64, Ordering::Relaxed);
+            }
+            Ok(None) => {
+                self.remapped.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                tracing::warn!("a sandbox memory slot could not be reset ({e}); unmapped");
+                self.total.fetch_sub(1, Ordering::Relaxed);
+                return;
+            }
+        }
+        match self.free.lock() {
+            Ok(mut free) => free.push(slot),
+            Err(_) => {
+                self.total.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+impl Slot {
+    fn new(image: &Arc<Image>, reserved: usize, guard: usize) -> Result<Self, String> {
+        if image.size() > reserved {
+            return Err(format!(
+                "the memory image ({} bytes) is larger than a memory may be",
+                image.size()
+            ));
+        }
+        let total = reserved
+            .checked_add(2 * guard)
+            .ok_or("the memory reservation overflows")?;
+        // SAFETY: a fresh private anonymous reservation, nothing else mapped there.
+        let start = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                total,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if start == libc::MAP_FAILED {
+            return Err(os_error("reserve a memory slot"));
+        }
+        let mut slot = Self {
+            base: start as usize + guard,
+            reserved,
+            guard,
+            accessible: 0,
+            image: image.clone(),
+            written: Vec::new(),
+        };
+        image.held(true);
+        slot.map_image()?;
+        Ok(slot)
+    }
+
+    /// Map the slot's image over its first pages, private and writable: every page reads as the
+    /// image's until written. Whatever was mapped there before is gone.
+    fn map_image(&mut self) -> Result<(), String> {
+        // SAFETY: the range lies within this slot's own reservation, which no instance uses
+        // while the slot is being mapped (it is off the free list and not yet given out, or
+        // being reset after its instance was dropped).
+        let mapped = unsafe {
+            libc::mmap(
+                self.base as *mut libc::c_void,
+                self.image.size(),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_FIXED,
+                self.image.fd(),
+                0,
+            )
+        };
+        if mapped == libc::MAP_FAILED {
+            return Err(os_error("map a memory image"));
+        }
+        self.accessible = self.accessible.max(self.image.size());
+        Ok(())
+    }
+
+    /// Make `range` (within the reservation) inaccessible and empty again: fresh anonymous
+    /// pages, no access, nothing resident.
+    fn drop_pages(&self, range: Range<usize>) -> Result<(), String> {
+        if range.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: as in `map_image`: this slot's own reservation, unused meanwhile.
+        let mapped = unsafe {
+            libc::mmap(
+                range.start as *mut libc::c_void,
+                range.end - range.start,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED,
+                -1,
+                0,
+            )
+        };
+        if mapped == libc::MAP_FAILED {
+            return Err(os_error("empty a memory slot"));
+        }
+        Ok(())
+    }
+
+    /// Hand the slot to another project: drop everything, map `image`, and make private
+    /// copies at once of the pages the last call wrote (`MADV_POPULATE_WRITE`, Linux 5.14):
+    /// every project's interpreter is laid out alike, so the new project's call will write
+    /// most of the same pages, and one system call copies them instead of a page fault each
+    /// (faults are costly on virtual machines). What the guest reads is the image either way.
+    fn switch_to(&mut self, image: &Arc<Image>) -> Result<(), String> {
+        self.drop_pages(self.base..self.base + self.accessible)?;
+        self.accessible = 0;
+        self.image.held(false);
+        image.held(true);
+        self.image = image.clone();
+        self.map_image()?;
+        for region in &self.written {
+            let end = region.end.min(self.image.size());
+            if region.start >= end {
+                continue;
+            }
+            // SAFETY: within the image pages just mapped, private and writable; populating
+            // copies each page's own contents, which changes nothing the guest can read.
+            unsafe {
+                libc::madvise(
+                    (self.base + region.start) as *mut libc::c_void,
+                    end - region.start,
+                    MADV_POPULATE_WRITE,
+                )
+            };
+        }
+        Ok(())
+    }
+
+    /// Make the memory `size` bytes long (never shorter than the image).
+    fn grow_to(&mut self, size: usize) -> Result<(), String> {
+        if size <= self.accessible {
+            return Ok(());
+        }
+        if size > self.reserved {
+            return Err(format!("{size} bytes is past the slot's reservation"));
+        }
+        // SAFETY: pages of this slot's reservation beyond what is accessible: anonymous and
+        // empty (`drop_pages` or the reservation itself), so they read as zero.
         let rc = unsafe {
-            libc::madvise(
-                slot.start as *mut libc::c_void,
-                slot.end - slot.start,
-                libc::MADV_POPULATE_READ,
+            libc::mprotect(
+                (self.base + self.accessible) as *mut libc::c_void,
+                size - self.accessible,
+                libc::PROT_READ | libc::PROT_WRITE,
             )
         };
         if rc != 0 {
-            let error = std::io::Error::last_os_error();
-            // EINVAL: a kernel before 5.14; anything else: a slot that changed under us.
-            if error.raw_os_error() == Some(libc::EINVAL) && populated == 0 {
-                return Err(error);
-            }
-            tracing::debug!("populating a sandbox slot {slot:x?}: {error}");
-            continue;
+            return Err(os_error("grow a memory slot"));
         }
-        populated += 1;
+        self.accessible = size;
+        Ok(())
     }
-    Ok(populated)
+
+    /// Put the slot back to a fresh copy of its image: memory grown past the image dropped,
+    /// and written pages copied back (`scan`, when they are few enough: returns how many) or
+    /// the image mapped afresh (returns None).
+    fn reset(&mut self, scan: bool) -> Result<Option<usize>, String> {
+        let image_end = self.base + self.image.size();
+        self.drop_pages(image_end..self.base + self.accessible)?;
+        self.accessible = self.image.size();
+        if scan && let Some(pagemap) = reset::pagemap() {
+            match reset::written_pages(pagemap, self.base..image_end) {
+                Ok(regions) => {
+                    let bytes: usize = regions.iter().map(|r| r.end - r.start).sum();
+                    if bytes <= reset::KEEP_RESIDENT {
+                        self.written = regions
+                            .iter()
+                            .map(|r| r.start - self.base..r.end - self.base)
+                            .collect();
+                        for region in &regions {
+                            let offset = region.start - self.base;
+                            let len = region.end - region.start;
+                            // SAFETY: `region` is within the slot's image pages (the scan's
+                            // range), writable, and used by no instance; the source is the
+                            // image's read-only mapping of the same offsets.
+                            unsafe {
+                                std::ptr::copy_nonoverlapping(
+                                    self.image.source(offset, len),
+                                    region.start as *mut u8,
+                                    len,
+                                );
+                            }
+                        }
+                        return Ok(Some(bytes / 4096));
+                    }
+                }
+                Err(e) => tracing::debug!("PAGEMAP_SCAN failed ({e}); mapping the image afresh"),
+            }
+        }
+        self.written.clear();
+        self.map_image()?;
+        Ok(None)
+    }
 }
 
-struct Vma<'a> {
-    range: Range<usize>,
-    perms: &'a str,
-    name: &'a str,
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.image.held(false);
+        // SAFETY: the slot's whole reservation, guards included, unmapped once when the slot
+        // goes; no instance uses a slot that is being dropped.
+        unsafe {
+            libc::munmap(
+                (self.base - self.guard) as *mut libc::c_void,
+                self.reserved + 2 * self.guard,
+            );
+        }
+    }
 }
 
-impl<'a> Vma<'a> {
-    /// One line of `/proc/PID/maps`: `start-end perms offset dev inode [name]`.
-    fn parse(line: &'a str) -> Option<Self> {
-        let mut fields = line.splitn(6, ' ');
-        let (start, end) = fields.next()?.split_once('-')?;
-        let perms = fields.next()?;
-        let name = fields.nth(3).unwrap_or("").trim();
-        Some(Self {
-            range: usize::from_str_radix(start, 16).ok()?..usize::from_str_radix(end, 16).ok()?,
-            perms,
-            name,
-        })
+/// A memory in use by one instance: its slot, and the size the guest sees.
+struct SlotMemory {
+    slots: Arc<SlotsInner>,
+    slot: Option<Slot>,
+    size: usize,
+    maximum: Option<usize>,
+}
+
+// SAFETY: a slot is plain memory owned by this value; wasmtime gives it to one store.
+unsafe impl LinearMemory for SlotMemory {
+    fn byte_size(&self) -> usize {
+        self.size
     }
 
-    /// A private, writable mapping of a memory image: of a memfd, or of a compiled guest file
-    /// (whose own mappings are read-only or executable, never writable).
-    fn memory_image(&self) -> bool {
-        let name = self.name.trim_end_matches(" (deleted)");
-        self.perms == "rw-p" && (name.contains("wasm-memory-image") || name.ends_with(".cwasm"))
+    fn byte_capacity(&self) -> usize {
+        self.slot.as_ref().map_or(0, |slot| slot.reserved)
     }
 
-    fn anonymous_rw(&self) -> bool {
-        self.perms == "rw-p" && self.name.is_empty()
+    fn grow_to(&mut self, new_size: usize) -> wasmtime::Result<()> {
+        if self.maximum.is_some_and(|max| new_size > max) {
+            wasmtime::bail!("{new_size} bytes is past the memory's maximum");
+        }
+        let Some(slot) = self.slot.as_mut() else {
+            wasmtime::bail!("the memory has no slot");
+        };
+        slot.grow_to(new_size).map_err(wasmtime::Error::msg)?;
+        self.size = self.size.max(new_size);
+        Ok(())
+    }
+
+    fn as_ptr(&self) -> *mut u8 {
+        self.slot
+            .as_ref()
+            .map_or(std::ptr::null_mut(), |slot| slot.base as *mut u8)
+    }
+}
+
+impl Drop for SlotMemory {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            self.slots.give_back(slot);
+        }
+    }
+}
+
+// SAFETY: every memory returned is a reservation of `reserved` bytes plus `guard` on either
+// side, at a fixed address for its whole life, its first `byte_size` bytes accessible, the rest
+// inaccessible; it holds the announced image's bytes and zeros after them, as a fresh memory
+// with that image's data would.
+unsafe impl MemoryCreator for Slots {
+    fn new_memory(
+        &self,
+        ty: MemoryType,
+        minimum: usize,
+        maximum: Option<usize>,
+        reserved_size_in_bytes: Option<usize>,
+        guard_size_in_bytes: usize,
+    ) -> Result<Box<dyn LinearMemory>, String> {
+        let image = ANNOUNCED
+            .with(|next| next.borrow_mut().take())
+            .ok_or("no memory image was announced for this instance (a filerouter bug)")?;
+        if ty.is_shared() || ty.is_64() {
+            return Err("only a plain 32-bit memory can come from an image".into());
+        }
+        let reserved = reserved_size_in_bytes.ok_or("the engine gives no memory reservation")?;
+        let mut slot = self.inner.take(&image, reserved, guard_size_in_bytes)?;
+        let size = image.size().max(minimum);
+        if let Err(e) = slot.grow_to(size) {
+            self.inner.give_back(slot);
+            return Err(e);
+        }
+        Ok(Box::new(SlotMemory {
+            slots: self.inner.clone(),
+            slot: Some(slot),
+            size,
+            maximum,
+        }))
+    }
+}
+
+/// Fiber stacks kept for reuse: at most `capacity` wait, each with a guard page below.
+pub struct Stacks {
+    inner: Arc<StacksInner>,
+}
+
+struct StacksInner {
+    free: Mutex<Vec<(usize, usize)>>,
+    capacity: usize,
+}
+
+const STACK_GUARD: usize = 4096;
+
+impl Stacks {
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            inner: Arc::new(StacksInner {
+                free: Mutex::new(Vec::new()),
+                capacity: capacity.max(1),
+            }),
+        }
+    }
+}
+
+struct PooledStack {
+    stacks: Arc<StacksInner>,
+    /// The guard page's address; the stack is above it.
+    start: usize,
+    /// Guard and stack.
+    len: usize,
+}
+
+// SAFETY: each stack is a private mapping of `len` bytes whose first page is inaccessible (the
+// guard) and the rest readable and writable, used by one fiber at a time.
+unsafe impl StackCreator for Stacks {
+    fn new_stack(&self, size: usize, zeroed: bool) -> wasmtime::Result<Box<dyn StackMemory>> {
+        let len = size.next_multiple_of(STACK_GUARD) + STACK_GUARD;
+        let reused = {
+            let mut free = self
+                .inner
+                .free
+                .lock()
+                .map_err(|_| wasmtime::Error::msg("the stack list is poisoned"))?;
+            free.iter()
+                .position(|(_, l)| *l == len)
+                .map(|at| free.swap_remove(at))
+        };
+        let start = match reused {
+            Some((start, _)) => {
+                if zeroed {
+                    // SAFETY: the stack's own pages above the guard, used by no fiber now.
+                    unsafe {
+                        std::ptr::write_bytes(
+                            (start + STACK_GUARD) as *mut u8,
+                            0,
+                            len - STACK_GUARD,
+                        )
+                    };
+                }
+                start
+            }
+            None => {
+                // SAFETY: a fresh private anonymous mapping; its first page becomes the guard.
+                let start = unsafe {
+                    libc::mmap(
+                        std::ptr::null_mut(),
+                        len,
+                        libc::PROT_READ | libc::PROT_WRITE,
+                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                        -1,
+                        0,
+                    )
+                };
+                if start == libc::MAP_FAILED {
+                    wasmtime::bail!("{}", os_error("map a fiber stack"));
+                }
+                // SAFETY: the first page of the mapping just made.
+                if unsafe { libc::mprotect(start, STACK_GUARD, libc::PROT_NONE) } != 0 {
+                    let error = os_error("protect a fiber stack's guard page");
+                    // SAFETY: the mapping just made, used by nothing.
+                    unsafe { libc::munmap(start, len) };
+                    wasmtime::bail!("{error}");
+                }
+                start as usize
+            }
+        };
+        Ok(Box::new(PooledStack {
+            stacks: self.inner.clone(),
+            start,
+            len,
+        }))
+    }
+}
+
+// SAFETY: see `new_stack`: the range above the guard is the stack, the guard below it.
+unsafe impl StackMemory for PooledStack {
+    fn top(&self) -> *mut u8 {
+        (self.start + self.len) as *mut u8
+    }
+
+    fn range(&self) -> Range<usize> {
+        self.start + STACK_GUARD..self.start + self.len
+    }
+
+    fn guard_range(&self) -> Range<*mut u8> {
+        self.start as *mut u8..(self.start + STACK_GUARD) as *mut u8
+    }
+}
+
+impl Drop for PooledStack {
+    fn drop(&mut self) {
+        if let Ok(mut free) = self.stacks.free.lock()
+            && free.len() < self.stacks.capacity
+        {
+            free.push((self.start, self.len));
+            return;
+        }
+        // SAFETY: this stack's own mapping, used by no fiber once dropped.
+        unsafe { libc::munmap(self.start as *mut libc::c_void, self.len) };
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
+    use crate::sandbox::reset::{PagemapScan, ResetPolicy};
 
-    const MAPS: &str = "\
-7f0000000000-7f00000f1000 rw-p 00000000 00:00 0 
-7f00000f1000-7f0001350000 rw-p 00000000 00:01 2051                       /memfd:wasm-memory-image (deleted)
-7f0001350000-7f0001370000 rw-p 00000000 00:00 0 
-7f0001370000-7f0100000000 ---p 00000000 00:00 0 
-7f0100000000-7f0100800000 rw-p 00000000 00:01 2051                       /memfd:wasm-memory-image (deleted)
-7f0100800000-7f0200000000 ---p 00000000 00:00 0 
-7f0200000000-7f0200001000 rw-p 00000000 00:00 0 
-7f0200001000-7f0200002000 r--p 00000000 08:01 123                        /usr/lib/libc.so.6
-7f0300000000-7f0300010000 r-xp 00001000 08:01 77                         /c/native/ab.cwasm
-7f0400000000-7f0400100000 rw-p 00000000 00:00 0 
-7f0400100000-7f0401300000 rw-p 0141f000 08:01 77                         /c/native/ab.cwasm
-7f0401300000-7f0401320000 rw-p 00000000 00:00 0 
-7f0401320000-7f0500000000 ---p 00000000 00:00 0 
-7f0500000000-7f0500001000 rw-p 00000000 08:01 9                          /usr/bin/filerouter
-";
+    const PAGE: usize = crate::sandbox::image::WASM_PAGE;
+    const RESERVED: usize = 256 << 20;
+    const GUARD: usize = 1 << 20;
 
-    #[test]
-    fn a_slot_is_the_image_and_the_anonymous_memory_around_it() {
-        assert_eq!(
-            snapshot_slots(MAPS),
-            vec![
-                0x7f0000000000..0x7f0001370000,
-                0x7f0100000000..0x7f0100800000,
-                0x7f0400000000..0x7f0401320000,
-            ]
-        );
+    /// A deterministic stream of numbers (xorshift).
+    struct Numbers(u64);
+
+    impl Numbers {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+    }
+
+    /// An image of `pages` wasm pages of bytes from `seed`, written to `dir`.
+    fn image(dir: &Path, pages: usize, seed: u64) -> Arc<Image> {
+        let mut numbers = Numbers(seed);
+        let bytes: Vec<u8> = (0..pages * PAGE).map(|_| numbers.next() as u8).collect();
+        let hash = blake3::hash(&bytes);
+        Arc::new(Image::load(dir, &hash, || Ok(bytes)).unwrap())
+    }
+
+    fn policy(scan: bool) -> ResetPolicy {
+        ResetPolicy {
+            wanted: if scan {
+                PagemapScan::Auto
+            } else {
+                PagemapScan::Off
+            },
+            available: crate::sandbox::reset::pagemap_scan_available(),
+        }
+    }
+
+    fn memory_for(slots: &Slots, image: &Arc<Image>) -> Box<dyn LinearMemory> {
+        announce(image);
+        slots
+            .new_memory(MemoryType::new(0, None), 0, None, Some(RESERVED), GUARD)
+            .unwrap()
+    }
+
+    fn bytes(memory: &dyn LinearMemory, len: usize) -> &[u8] {
+        // SAFETY: the test reads within the memory's accessible size.
+        unsafe { std::slice::from_raw_parts(memory.as_ptr(), len) }
+    }
+
+    /// Three "tenants" take turns on two slots, thousands of times: each memory given out must
+    /// hold exactly its image and zeros past it, whatever the tenant before it on that slot
+    /// wrote (its image's pages, pages it grew, a grown region left longer than the next
+    /// image), with either reset.
+    fn tenants_take_turns(scan: bool) -> SlotCounts {
+        let dir = tempfile::tempdir().unwrap();
+        let images = [
+            image(dir.path(), 24, 1),
+            image(dir.path(), 9, 2),
+            image(dir.path(), 40, 3),
+        ];
+        let slots = Slots::new(2, policy(scan));
+        let mut numbers = Numbers(0x5eed);
+        let mut live: Vec<Box<dyn LinearMemory>> = Vec::new();
+        for turn in 0..3_000 {
+            let image = &images[numbers.below(images.len())];
+            let mut memory = memory_for(&slots, image);
+            assert_eq!(memory.byte_size(), image.size());
+            assert!(
+                bytes(&*memory, image.size()) == image.bytes(),
+                "turn {turn}: the memory is not its image"
+            );
+            // Grow, and the new pages are zero.
+            let grown = image.size() + (1 + numbers.below(20)) * PAGE;
+            memory.grow_to(grown).unwrap();
+            assert!(
+                bytes(&*memory, grown)[image.size()..]
+                    .iter()
+                    .all(|b| *b == 0),
+                "turn {turn}: grown memory is not zero"
+            );
+            // Leave markers: in some of the image's pages and in the grown ones.
+            let base = memory.as_ptr();
+            for _ in 0..numbers.below(64) {
+                let at = numbers.below(grown);
+                // SAFETY: within the memory's accessible size.
+                unsafe { base.add(at).write(0xA5) };
+            }
+            // Sometimes two memories at once, so that both slots serve every tenant.
+            if numbers.below(4) == 0 {
+                live.push(memory);
+            } else {
+                drop(memory);
+                live.clear();
+            }
+        }
+        drop(live);
+        slots.counts()
     }
 
     #[test]
-    fn other_mappings_and_garbage_are_not_slots() {
-        assert!(snapshot_slots("").is_empty());
-        assert!(snapshot_slots("not a maps line\n\n").is_empty());
-        assert!(snapshot_slots("7f0200000000-7f0200001000 rw-p 00000000 00:00 0 \n").is_empty());
+    fn tenants_taking_turns_on_few_slots_never_see_each_other_with_the_scan() {
+        let counts = tenants_take_turns(true);
+        assert!(counts.switched > 100 && counts.warm > 100, "{counts:?}");
+        assert!(counts.created < counts.warm, "{counts:?}");
+        if crate::sandbox::reset::pagemap_scan_available() {
+            assert!(counts.copied > 1_000, "{counts:?}");
+        }
+    }
+
+    #[test]
+    fn tenants_taking_turns_on_few_slots_never_see_each_other_without_the_scan() {
+        let counts = tenants_take_turns(false);
+        assert_eq!(counts.copied, 0, "{counts:?}");
+        assert!(counts.remapped > 1_000, "{counts:?}");
+    }
+
+    #[test]
+    fn a_memory_nobody_announced_is_refused() {
+        let slots = Slots::new(1, policy(true));
+        clear_announcement();
+        let error = slots
+            .new_memory(MemoryType::new(0, None), 0, None, Some(RESERVED), GUARD)
+            .err()
+            .unwrap();
+        assert!(error.contains("no memory image was announced"), "{error}");
+    }
+
+    #[test]
+    fn a_memory_never_grows_past_its_maximum_or_reservation() {
+        let dir = tempfile::tempdir().unwrap();
+        let image = image(dir.path(), 2, 9);
+        let slots = Slots::new(1, policy(true));
+        announce(&image);
+        let mut memory = slots
+            .new_memory(
+                MemoryType::new(0, None),
+                0,
+                Some(4 * PAGE),
+                Some(RESERVED),
+                GUARD,
+            )
+            .unwrap();
+        assert!(memory.grow_to(4 * PAGE).is_ok());
+        assert!(memory.grow_to(5 * PAGE).is_err());
+        assert_eq!(memory.byte_size(), 4 * PAGE);
+    }
+
+    /// What `slots` relies on in wasmtime 50 without a documented promise: the store's limiter
+    /// is asked to grant a new memory just before the memory creator makes it, on the same
+    /// thread (else the announcement would be missing and instantiating fails); a memory
+    /// larger than the module declares is accepted; and instantiating writes nothing into the
+    /// memory of a module without data (the reset after finds no written page).
+    #[tokio::test]
+    async fn wasmtime_asks_the_limiter_just_before_it_creates_the_memory() {
+        use crate::sandbox::{CallState, MemoryLimiter, engine::SandboxEngine};
+        let engine = SandboxEngine::new(1).unwrap();
+        let guest = engine.builtin_guest().unwrap();
+        let pre = guest
+            .instance_pre::<CallState>(crate::sandbox::link)
+            .unwrap();
+        let data = crate::data::Data::default();
+        let instantiate = |limiter: MemoryLimiter| {
+            let state = CallState::new(
+                wasmtime_wasi::WasiCtxBuilder::new().build(),
+                limiter,
+                &data,
+                std::time::Instant::now(),
+            );
+            let mut store = wasmtime::Store::new(engine.engine(), state);
+            store.limiter(|state| &mut state.limits);
+            store.set_epoch_deadline(1000);
+            let pre = pre.clone();
+            async move {
+                let instance = pre.instantiate_async(&mut store).await;
+                clear_announcement();
+                instance.map(|_| store)
+            }
+        };
+        let before = engine.slot_counts();
+        let store = instantiate(MemoryLimiter::for_guest(1 << 30, guest.image().clone()))
+            .await
+            .unwrap();
+        drop(store);
+        let after = engine.slot_counts();
+        assert_eq!(after.created, before.created + 1, "{after:?}");
+        if policy(true).scans() {
+            assert_eq!(after.copied, before.copied + 1, "{after:?}");
+            assert_eq!(
+                after.pages_copied, before.pages_copied,
+                "wasmtime wrote into the memory"
+            );
+        }
+        // The same store, its limiter announcing nothing: wasmtime's memory is refused.
+        let error = instantiate(MemoryLimiter::new(1 << 30))
+            .await
+            .err()
+            .unwrap();
+        assert!(
+            format!("{error:#}").contains("no memory image was announced"),
+            "{error:#}"
+        );
     }
 }

@@ -99,14 +99,22 @@ async fn run_bake(
     report: Arc<Mutex<Option<ProjectError>>>,
 ) -> anyhow::Result<Snapshotter> {
     let wt = |e: wasmtime::Error| anyhow::anyhow!("{e:#}");
-    let engine = Engine::new(Config::new().wasm_component_model(true)).map_err(wt)?;
+    // The instrumented guest is the same for every project: its functions come from the
+    // compiled-function store after the first build on this machine.
+    let mut config = Config::new();
+    config.wasm_component_model(true);
+    config
+        .enable_incremental_compilation(Arc::new(super::engine::compiled_functions()))
+        .map_err(wt)?;
+    let engine = Engine::new(&config).map_err(wt)?;
     let component = Component::new(&engine, &instrumented).map_err(wt)?;
+    super::engine::prune_compiled_functions();
     let mut linker = Linker::<CallState>::new(&engine);
     super::link(&mut linker).map_err(wt)?;
     // The bake runs no request: its key-value store is a throwaway.
     let mut state = CallState::new(
         WasiCtxBuilder::new().build(),
-        memory_bytes,
+        super::MemoryLimiter::new(memory_bytes),
         &crate::data::Data::default(),
         std::time::Instant::now(),
     );

@@ -4,7 +4,7 @@
 //! Three lifetimes, three types:
 //!
 //! - **Once per process**, a [`Scheduler`]: at most `workers` guest instances exist at once
-//!   (the pooling allocator is sized to match), and they run on one guest thread per core,
+//!   (the engine's permits and memory slots are sized to match), and they run on one guest thread per core,
 //!   apart from the async threads that accept connections and read requests.
 //! - **Once per tenant** (in `dev` and single-project `run`: once), a [`Queue`] from
 //!   [`Scheduler::queue`], with its [`QueueConfig`]: how many of its calls may run at once
@@ -286,7 +286,7 @@ impl Scheduler {
         self.shared.lock().workers
     }
 
-    /// Change how many instances may exist at once (the instance pool must allow as many).
+    /// Change how many instances may exist at once (the engine must allow as many).
     pub fn set_workers(&self, workers: usize) {
         let mut state = self.shared.lock();
         state.workers = workers.max(1);

@@ -1,9 +1,9 @@
 //! Loading one project from its build cache into a servable [`App`]: the same steps for
 //! `filerouter run --project` and for each tenant of `run --tenants`.
 //!
-//! Read and verify the cache (checksum, key), write its native code once to a file and map it
-//! (`Component::deserialize_file`) once its bytes hash as the cache records, link the guest, and rebuild the route table from the cache's
-//! metadata. Blocking: call it from `spawn_blocking`. It reads no route source and runs no
+//! Read and verify the cache (checksum, key), write its memory image once to a file and map it
+//! once its bytes hash as the cache records (the code is the engine's, compiled once per
+//! process), link the guest, and rebuild the route table from the cache's metadata. Blocking: call it from `spawn_blocking`. It reads no route source and runs no
 //! project code.
 
 use std::{path::Path, time::SystemTime};
@@ -59,8 +59,6 @@ pub struct LoadedProject {
     pub settings: Settings,
     pub created_at: String,
     pub routes: usize,
-    /// The native code did not fit this machine and was compiled again.
-    pub recompiled: bool,
     /// The cache as it was when loading started.
     pub stamp: Option<CacheStamp>,
 }
@@ -83,7 +81,7 @@ impl LoadError {
     /// read (any I/O error: out of file descriptors, out of memory, interrupted, ...), or a
     /// step after reading failed with one of those ([`names_transient_os_error`]). Then the
     /// same cache may load on the next try. Otherwise the bytes were read and refused
-    /// (checksum, key, format, version, sections, a native code hash that does not match), or
+    /// (checksum, key, format, version, sections, an image hash that does not match), or
     /// the cache is missing or not a regular file: the cache itself cannot be used.
     pub fn is_transient(&self) -> bool {
         match self {
@@ -146,14 +144,11 @@ pub fn serve_from(
     queue: Queue,
     environment: Environment,
 ) -> Result<LoadedProject, LoadError> {
-    // The native code's file is checked against the hash the verified cache records, on every
-    // load, before it is mapped.
-    let (guest, recompiled) = engine.baked_guest_cached(
-        &opened.native_id(),
-        &opened.native_hash()?,
-        || opened.native().map_err(|e| e.to_string()),
-        || opened.component(),
-    )?;
+    // The memory image's file is checked against the hash the verified cache records, on
+    // every load, before it is mapped; the code is the engine's, shared by every project.
+    let guest = engine.baked_guest(&opened.image_hash()?, || {
+        opened.image().map_err(|e| e.to_string())
+    })?;
     let settings = opened.metadata.settings.clone();
     let sealed = crate::plugins::sealed::decode(&opened.plugins).map_err(LoadError::Plugins)?;
     let plugins = crate::plugins::Plugins::from_sealed(root, &settings.plugins, &sealed)
@@ -173,7 +168,6 @@ pub fn serve_from(
         settings,
         created_at: opened.manifest.created_at.clone(),
         routes,
-        recompiled,
         stamp,
     })
 }
@@ -211,7 +205,13 @@ mod tests {
             .is_transient()
         );
         assert!(
-            !LoadError::Engine(engine::EngineError::Native("does not hash".into())).is_transient()
+            !LoadError::Engine(engine::EngineError::Image(
+                crate::sandbox::image::ImageError::File {
+                    path: "x.img".into(),
+                    reason: "does not hash".into()
+                }
+            ))
+            .is_transient()
         );
         assert!(
             LoadError::Engine(engine::EngineError::Link(

@@ -1,12 +1,14 @@
 //! Many projects in one server: `filerouter run --tenants tenants.toml`.
 //!
 //! What lives where:
-//! - once per process: the wasmtime engine and its instance pool ([`SandboxEngine`]), the
-//!   [`Tenants`] directory (the checked [`config`] and host → tenant) and its [`watch`]er;
+//! - once per process: the wasmtime engine, its memory slots and the one compiled guest
+//!   ([`SandboxEngine`]), the [`Tenants`] directory (the checked [`config`] and host → tenant)
+//!   and its [`watch`]er;
 //! - once per tenant ([`Tenant`]): its configuration, its `filerouter.kv` store and its
 //!   [`metrics`], which outlive loads and unloads; and, while it is loaded, one version of its
-//!   project ([`load`]): the route table from its build cache, its own guest component and
-//!   `InstancePre`, its `public/` folder, its limits;
+//!   project ([`load`]): the route table from its build cache, its memory image (the shared
+//!   guest's memory, mapped from the image file) and `InstancePre`, its `public/` folder, its
+//!   limits;
 //! - once per request: the version it started on, held until it is answered, so a reload or an
 //!   unload never changes a request in flight.
 //!
@@ -381,6 +383,11 @@ impl Tenants {
         &self.inner.file
     }
 
+    /// What the engine's memory slots did so far, all tenants together.
+    pub fn slot_counts(&self) -> crate::sandbox::slots::SlotCounts {
+        self.inner.engine.slot_counts()
+    }
+
     fn now_ms(&self) -> u64 {
         u64::try_from(self.inner.started.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
@@ -572,11 +579,6 @@ impl Tenants {
         })
         .await
         .map_err(|e| LoadFailure::Refused(format!("loading panicked: {e}")))??;
-        if loaded.recompiled {
-            tracing::warn!(
-                "the cache's native code does not fit this machine; recompiled it from the baked component"
-            );
-        }
         // The project's start-up hook (`startup.py`), at every load, before its first request.
         let current = loaded.app.current();
         match crate::startup::run(&current.sandbox, &current.project.root_files).await {

@@ -1,9 +1,10 @@
-//! Native code in the shared cache folder is checked before it is mapped (issue 30, point 4):
-//! two projects built by the real `filerouter build` into one `FILEROUTER_CACHE_DIR`; the
-//! compiled file `run` maps for project A copied over B's name, cut short, or replaced by
-//! garbage. B (alone with `run`, and beside A with `run --tenants`) must serve its own answers,
-//! log the refusal, and leave B's file on disk as it was. Before the fix, `run` trusted the file
-//! by its name and served A's code and secret as B.
+//! Memory images in the shared cache folder are checked before they are mapped (issue 30,
+//! point 4, for native code then; issue 28 made a project's snapshot a memory image): two
+//! projects built by the real `filerouter build` into one `FILEROUTER_CACHE_DIR`; the image
+//! file `run` maps for project A copied over B's name, cut short, or replaced by garbage. B
+//! (alone with `run`, and beside A with `run --tenants`) must serve its own answers, log the
+//! refusal, and leave B's file on disk as it was. A file trusted by its name would serve A's
+//! snapshot and secret as B.
 
 mod support;
 
@@ -120,14 +121,14 @@ impl Site {
         )
     }
 
-    /// The compiled files in the shared cache folder's `native/`.
-    fn native_files(&self) -> BTreeSet<PathBuf> {
-        std::fs::read_dir(self.cache().join("native"))
+    /// The memory images in the shared cache folder's `images/`.
+    fn image_files(&self) -> BTreeSet<PathBuf> {
+        std::fs::read_dir(self.cache().join("images"))
             .map(|entries| {
                 entries
                     .flatten()
                     .map(|e| e.path())
-                    .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
+                    .filter(|p| p.extension().is_some_and(|e| e == "img"))
                     .collect()
             })
             .unwrap_or_default()
@@ -158,10 +159,10 @@ fn answer(server: &Server, host: Option<&str>) -> serde_json::Value {
     json(response)
 }
 
-/// How many times `server` logged that it refused the compiled file at `path` for a reason
+/// How many times `server` logged that it refused the image file at `path` for a reason
 /// containing `why`.
 fn refusals(server: &Server, path: &Path, why: &str) -> usize {
-    let name = format!("refusing compiled code {}", path.display());
+    let name = format!("refusing memory image {}", path.display());
     server
         .log()
         .lines()
@@ -169,36 +170,50 @@ fn refusals(server: &Server, path: &Path, why: &str) -> usize {
         .count()
 }
 
-/// The file `run` writes for each project: run A, then B, each once, noting the new file.
-fn native_files_of_a_and_b(site: &Site) -> (PathBuf, PathBuf) {
+/// The image file of each project, named by the hash its build cache records (`build` wrote
+/// it into the shared cache folder); `run` of each maps it and answers as the project.
+fn image_files_of_a_and_b(site: &Site) -> (PathBuf, PathBuf) {
     let mut named = Vec::new();
     for name in ["a", "b"] {
-        let before = site.native_files();
+        let manifest =
+            std::fs::read_to_string(site.project(name).join(".cache/manifest.json")).unwrap();
+        let manifest: serde_json::Value = serde_json::from_str(&manifest).unwrap();
+        let hash = manifest["sections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == "image")
+            .and_then(|s| s["blake3"].as_str())
+            .unwrap()
+            .to_string();
+        let file = site.cache().join("images").join(format!("{hash}.img"));
+        assert!(
+            site.image_files().contains(&file),
+            "{name}: no {}",
+            file.display()
+        );
         let server = site.run(name);
         assert_eq!(answer(&server, None), expected(&name.to_uppercase()));
-        drop(server);
-        let new: Vec<PathBuf> = site.native_files().difference(&before).cloned().collect();
-        assert_eq!(new.len(), 1, "{name} wrote {new:?}");
-        named.push(new[0].clone());
+        named.push(file);
     }
     (named[0].clone(), named[1].clone())
 }
 
 #[test]
-fn run_refuses_other_native_code_under_its_name_and_serves_its_own() {
+fn run_refuses_another_image_under_its_name_and_serves_its_own() {
     let site = Site::new();
-    let (a_file, b_file) = native_files_of_a_and_b(&site);
+    let (a_file, b_file) = image_files_of_a_and_b(&site);
     let a_bytes = std::fs::read(&a_file).unwrap();
     let b_bytes = std::fs::read(&b_file).unwrap();
     assert_ne!(a_bytes, b_bytes);
 
-    // A's native code copied over B's name, then B's cut short, then garbage: every time B
+    // A's image copied over B's name, then B's cut short, then garbage: every time B
     // serves its own answer and secret, says which file it refused and why, and B's file is
     // B's again afterwards.
     let substitutes: [(&str, &[u8]); 3] = [
-        ("A's native code", &a_bytes),
+        ("A's image", &a_bytes),
         ("B's cut short", &b_bytes[..b_bytes.len() / 2]),
-        ("garbage", b"garbage, not native code"),
+        ("garbage", b"garbage, not an image"),
     ];
     for (what, bytes) in substitutes {
         std::fs::write(&b_file, bytes).unwrap();
@@ -229,9 +244,9 @@ fn run_refuses_other_native_code_under_its_name_and_serves_its_own() {
 }
 
 #[test]
-fn tenants_refuse_another_tenants_native_code_on_every_load() {
+fn tenants_refuse_another_tenants_image_on_every_load() {
     let site = Site::new();
-    let (a_file, b_file) = native_files_of_a_and_b(&site);
+    let (a_file, b_file) = image_files_of_a_and_b(&site);
     let a_bytes = std::fs::read(&a_file).unwrap();
     let b_bytes = std::fs::read(&b_file).unwrap();
 
@@ -251,9 +266,9 @@ fn tenants_refuse_another_tenants_native_code_on_every_load() {
     // While the server runs: B is unloaded (A was loaded last, at most one at a time), its
     // file is replaced, and B's next request loads it again, checked again.
     let substitutes: [(&str, &[u8]); 3] = [
-        ("A's native code", &a_bytes),
+        ("A's image", &a_bytes),
         ("B's cut short", &b_bytes[..b_bytes.len() / 2]),
-        ("garbage", b"garbage, not native code"),
+        ("garbage", b"garbage, not an image"),
     ];
     for (n, (what, bytes)) in substitutes.into_iter().enumerate() {
         replace(&b_file, bytes);
