@@ -13,16 +13,17 @@
 # uvicorn workers) gives CPU time (utime + stime) and minor and major page faults; each is
 # divided by the requests wrk completed. CPU time survives a busy machine better than req/s,
 # which is printed beside it. "pages restored" is, for filerouter, what the memory reset copies
-# back from the snapshot after every request, read after a one-connection load of the same
-# endpoint on a fresh server (the largest over the slots): with PAGEMAP_SCAN, the pages the
-# kernel reports to wasmtime's own query (PAGEMAP_SCAN on the server's pagemap: written, not a
-# file page, not the zero page); without it (the -copy row, and the previous binary, whose
-# wasmtime 48 ran with pagemap_scan off), the first 32 MiB of the slot, written or not.
+# back from the project's memory image after every request, read after a one-connection load
+# of the same endpoint on a fresh server (the largest over the slots): the pages the kernel
+# reports to the reset's own query (PAGEMAP_SCAN on the server's pagemap: written, present,
+# not a file page, not the zero page; for a previous binary before issue 28, wasmtime's query,
+# which lacks "present"); without PAGEMAP_SCAN (the -copy row) the image is mapped afresh after
+# every request, nothing is copied and the touched pages fault in again.
 # Then one connection at a time (wrk -t1 -c1 --latency for DURATION on the same server): the
 # latency a lone client sees, p50 and p99, which hand-offs between threads add to, beside CPU.
 # Knobs: DURATION (10s), CONNS (32), RUNS (3: the median is printed), ENDPOINTS, PREV_RESET
-# (copy: the previous binary resets slots by a copy, as builds before wasmtime 50 did; scan: by
-# PAGEMAP_SCAN, as every build since).
+# (scan, the default: the previous binary resets slots by PAGEMAP_SCAN, as every build since
+# wasmtime 50 did; copy: by a copy, as builds before it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
@@ -86,14 +87,17 @@ for line in open(f"/proc/{pid}/maps"):
     vmas.append((int(m.group(1), 16), int(m.group(2), 16), m.group(3), m.group(4)))
 pagemap = open(f"/proc/{pid}/pagemap", "rb")
 PAGEMAP_SCAN = (3 << 30) | (96 << 16) | (ord("f") << 8) | 16
-WRITTEN, FILE, PFNZERO = 2, 4, 32
+WRITTEN, FILE, PRESENT, SWAPPED, PFNZERO = 2, 4, 8, 16, 32
+# "ours" (filerouter's own slots since issue 28): only pages present or swapped, as
+# sandbox/reset.rs asks; "scan" (wasmtime's pooling allocator before): any page so reported
+ANYOF = PRESENT | SWAPPED if mode == "ours" else 0
 def written(lo, hi):
-    # wasmtime's own question: written, and neither a file (snapshot) page nor the zero page
+    # written, and neither a file (image) page nor the zero page
     vec = (ctypes.c_uint64 * (3 * 512))()
     pages, start = 0, lo
     while start < hi:
         arg = bytearray(struct.pack("<12Q", 96, 0, start, hi, 0, ctypes.addressof(vec), 512, 0,
-                                    FILE | PFNZERO, WRITTEN | FILE | PFNZERO, 0, 0))
+                                    FILE | PFNZERO, WRITTEN | FILE | PFNZERO, ANYOF, 0))
         n = fcntl.ioctl(pagemap.fileno(), PAGEMAP_SCAN, arg)
         pages += sum((vec[3 * k + 1] - vec[3 * k]) // 4096 for k in range(n))
         walk_end = struct.unpack("<12Q", bytes(arg))[4]
@@ -103,10 +107,11 @@ def written(lo, hi):
     return pages
 best = 0
 for i, (a, b, perms, name) in enumerate(vmas):
-    # the slot's copy-on-write mapping of the memory image: of the compiled guest's file
-    # (*.cwasm) or of a memfd
+    # the slot's copy-on-write mapping of the memory image: of filerouter's image file
+    # (images/*.img), or (builds before issue 28) of the compiled guest's file or a memfd
     image = name.replace(" (deleted)", "")
-    if perms != "rw-p" or not ("wasm-memory-image" in image or image.endswith(".cwasm")):
+    ours = image.endswith(".img")
+    if perms != "rw-p" or not ("wasm-memory-image" in image or image.endswith(".cwasm") or ours):
         continue
     lo, hi = a, b
     j = i - 1
@@ -139,7 +144,13 @@ measure() { # label command...
     if [[ "$label" == filerouter* ]]; then
       start "$@"
       wrk -t1 -c1 -d3s "http://127.0.0.1:$PORT$path" >/dev/null
-      restored="$(restored_pages "$SERVER" "$([[ "$label" == *-copy || ( "$label" == *-previous && "${PREV_RESET:-copy}" == copy ) ]] && echo copy || echo scan)")"
+      case "$label" in
+        # without PAGEMAP_SCAN filerouter maps the image afresh: nothing is copied, every page
+        # a request touches faults in again (the faults column)
+        *-copy) restored="remapped" ;;
+        *-previous) restored="$(restored_pages "$SERVER" "$([ "${PREV_RESET:-scan}" == copy ] && echo copy || echo scan)")" ;;
+        *) restored="$(restored_pages "$SERVER" ours)" ;;
+      esac
       stop
     fi
     start "$@"
@@ -176,6 +187,7 @@ measure() { # label command...
   measure "fastapi-$CORES-workers" "$ROOT/bench/.venv/bin/uvicorn" app:app --app-dir "$ROOT/bench/peer" \
     --port "$PORT" --log-level warning --workers "$CORES"
 } > "$OUT/raw.txt"
+cp "$OUT/raw.txt" "${RAW_OUT:-/dev/null}"
 
 python3 - "$OUT/raw.txt" "$(getconf CLK_TCK)" <<'PY'
 import statistics, sys
@@ -196,6 +208,6 @@ print("|---|---|---|---|---|---|---|---|---|")
 for (label, path), runs in rows.items():
     med = lambda i: statistics.median(r[i] for r in runs)
     restored = runs[0][4]
-    restored = f"{int(restored):,}" if restored != "-" else "-"
+    restored = f"{int(restored):,}" if restored.isdigit() else restored
     print(f"| {label} | GET {path} | {med(0):,.0f} | {med(1):.3f} | {med(2):.2f} | {med(3):.3f} | {restored} | {sum(r[5] for r in runs)} | {ms(runs[0][6])} / {ms(runs[0][7])} |")
 PY

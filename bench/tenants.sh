@@ -13,7 +13,9 @@
 # 2. Times `filerouter build --force` of one two-route project (compiled-code caches warm).
 # 3. Serves all of them from one process, hosts tNNN.bench, and measures:
 #    - RSS and PSS (/proc/PID/smaps_rollup: shared pages counted once) with no tenant loaded,
-#      then with every tenant loaded, and what one idle loaded tenant adds;
+#      then with every tenant loaded; what one idle loaded tenant adds (the second half of the
+#      tenants, loaded after the first half filled the memory slots), and the average per
+#      loaded tenant with the slots included;
 #    - time to a cold tenant's first answer (curl, COLD tenants in turn: median and max);
 #    - steady req/s over all tenants (wrk, a Lua script rotating the Host header) and the
 #      server's CPU time per request (utime + stime from /proc/PID/stat over the wrk run); the
@@ -158,10 +160,18 @@ measure() {
     times+=("${t#* }")
   done
   printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {printf "cold tenant, first answer: median %.0f ms, max %.0f ms (%d tenants)\n", a[int((NR+1)/2)]*1000, a[NR]*1000, NR}'
-  load_all "$COLD" "$N"
+  local half=$((N / 2)) pss_half rss_half
+  load_all "$COLD" "$half"
+  pss_half=$(pss_kib); rss_half=$(rss_kib)
+  load_all "$half" "$N"
   echo "with all $N tenants loaded: $(memory)"
+  # What one more idle tenant costs: the second half's tenants, loaded once and idle since (the
+  # process's memory slots, bounded by --workers, are filled by the first half already); and
+  # the average over all of them, slots included.
+  awk -v p0="$pss_half" -v p1="$(pss_kib)" -v r0="$rss_half" -v r1="$(rss_kib)" -v n="$((N - half))" \
+    'BEGIN {printf "one idle loaded tenant adds: PSS %.2f MiB, RSS %.2f MiB (the last %d loaded)\n", (p1 - p0) / n / 1024, (r1 - r0) / n / 1024, n}'
   awk -v p0="$pss0" -v p1="$(pss_kib)" -v r0="$rss0" -v r1="$(rss_kib)" -v n="$N" \
-    'BEGIN {printf "one idle loaded tenant adds: PSS %.1f MiB, RSS %.1f MiB\n", (p1 - p0) / n / 1024, (r1 - r0) / n / 1024}'
+    'BEGIN {printf "average per loaded tenant, memory slots included: PSS %.1f MiB, RSS %.1f MiB\n", (p1 - p0) / n / 1024, (r1 - r0) / n / 1024}'
 
   cat > "$OUT/rotate.lua" <<LUA
 local n, i = $N, 0
