@@ -30,7 +30,7 @@ export FILEROUTER_CACHE_DIR="${FILEROUTER_CACHE_DIR:-$ROOT/target/filerouter-cac
 WORK="$ROOT/target/bench-neighbours"
 mkdir -p "$WORK"
 
-# The projects, built once each (by the binary under test: a cache is read by the binary that wrote it).
+# The projects, built once each by each binary (in target/bench-neighbours/<binary's hash>/).
 gen() {
   local bin="$1" name="$2" dir="$3/$2"
   [ -f "$dir/.cache/bundle.bin" ] && return 0
@@ -85,7 +85,9 @@ measure() {
   rm -rf "$out"
 }
 
-measure "$BIN" "this build" "$WORK/current"
+# A build cache opens only with the filerouter that wrote it: each binary has its projects.
+work_of() { echo "$WORK/$(sha256sum "$1" | cut -c1-12)"; }
+measure "$BIN" "this build" "$(work_of "$BIN")"
 if [ -n "${PREV_BIN:-}" ]; then
-  measure "$PREV_BIN" "previous ($PREV_BIN)" "$WORK/previous"
+  measure "$PREV_BIN" "previous ($PREV_BIN)" "$(work_of "$PREV_BIN")"
 fi
