@@ -453,13 +453,33 @@ impl Image {
             ));
         }
         // Not synced: a file lost or torn in a crash is refused by its hash and written again.
-        artifacts::store_atomically_unsynced(&path, &bytes)
-            .map_err(|e| failed(format!("write: {e}")))?;
+        if let Err(e) = artifacts::store_atomically_unsynced(&path, &bytes) {
+            tracing::warn!(
+                "could not write the memory image {}: {e}; keeping it in memory instead",
+                path.display()
+            );
+            return Self::in_memory(*expected, &bytes).map_err(failed);
+        }
         artifacts::prune_unused(dir, "", &path, artifacts::UNUSED_AGE);
         match checked_code::open(&path).and_then(|opened| opened.expect(expected)) {
             Ok(verified) => Self::map(*expected, verified.into_file()).map_err(failed),
             Err(refusal) => Err(failed(refusal.to_string())),
         }
+    }
+
+    /// The image in an anonymous memory file (`memfd`), for a cache folder that cannot be
+    /// written (a read-only container): memory the process holds, not page cache it can drop.
+    fn in_memory(hash: blake3::Hash, bytes: &[u8]) -> Result<Self, String> {
+        use std::{io::Write, os::fd::FromRawFd};
+        // SAFETY: memfd_create with a valid C string; the descriptor is owned by the File below.
+        let fd = unsafe { libc::memfd_create(c"filerouter-image".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(format!("memfd: {}", std::io::Error::last_os_error()));
+        }
+        // SAFETY: `fd` was just created and is owned by nothing else.
+        let mut file = unsafe { File::from_raw_fd(fd) };
+        file.write_all(bytes).map_err(|e| format!("memfd: {e}"))?;
+        Self::map(hash, file)
     }
 
     fn map(hash: blake3::Hash, file: File) -> Result<Self, String> {
@@ -681,6 +701,11 @@ mod tests {
         drop(image);
         artifacts::store_atomically(&path, &vec![9u8; WASM_PAGE]).unwrap();
         let image = Image::load(dir.path(), &hash, || Ok(bytes.clone())).unwrap();
+        assert_eq!(image.bytes(), &bytes[..]);
+        // A folder that cannot be written: the image is kept in memory.
+        let blocked = dir.path().join("blocked");
+        std::fs::write(&blocked, b"").unwrap();
+        let image = Image::load(&blocked, &hash, || Ok(bytes.clone())).unwrap();
         assert_eq!(image.bytes(), &bytes[..]);
         // A source that does not hash as expected is not written.
         std::fs::remove_file(&path).unwrap();
