@@ -111,10 +111,7 @@ impl SandboxEngine {
     /// static data, no project), for `dev`, `build` and project commands.
     pub fn builtin_guest(&self) -> Result<Guest, EngineError> {
         let component = self.code()?;
-        let split = image::split(&guest::wasm().map_err(EngineError::Compile)?)?;
-        let hash = blake3::hash(&split.image);
-        let image = Image::load(&image::images_dir(), &hash, move || Ok(split.image))?;
-        Ok(self.guest(component, image))
+        Ok(self.guest(component, builtin_image()?))
     }
 
     /// A build's guest: the shared code with the memory image whose bytes hash to `expected`
@@ -127,14 +124,14 @@ impl SandboxEngine {
     ) -> Result<Guest, EngineError> {
         let component = self.code()?;
         let image = Image::load(&image::images_dir(), expected, image)?;
-        Ok(self.guest(component, image))
+        Ok(self.guest(component, Arc::new(image)))
     }
 
-    fn guest(&self, component: Component, image: Image) -> Guest {
+    fn guest(&self, component: Component, image: Arc<Image>) -> Guest {
         Guest {
             engine: self.clone(),
             component,
-            image: Arc::new(image),
+            image,
         }
     }
 
@@ -243,6 +240,26 @@ pub(super) fn prune_compiled_functions() {
     if removed > 0 {
         tracing::debug!("removed {removed} least recently used compiled functions");
     }
+}
+
+/// The built-in guest's memory image, split from the guest inside the binary and mapped once
+/// per process: `dev` sets up two engines, and each would otherwise decompress, split and hash
+/// the guest again.
+fn builtin_image() -> Result<Arc<Image>, EngineError> {
+    static IMAGE: std::sync::Mutex<Option<Arc<Image>>> = std::sync::Mutex::new(None);
+    let mut kept = IMAGE
+        .lock()
+        .map_err(|_| EngineError::Compile("the built-in image's lock is poisoned".into()))?;
+    if let Some(image) = kept.as_ref() {
+        return Ok(image.clone());
+    }
+    let split = image::split(&guest::wasm().map_err(EngineError::Compile)?)?;
+    let hash = blake3::hash(&split.image);
+    let image = Arc::new(Image::load(&image::images_dir(), &hash, move || {
+        Ok(split.image)
+    })?);
+    *kept = Some(image.clone());
+    Ok(image)
 }
 
 /// The guest's code (the built-in guest split from its memory, see `image`) compiled for

@@ -416,7 +416,7 @@ pub struct Image {
     /// A read-only shared mapping of the whole file.
     source: usize,
     /// How many memory slots map this image now (see [`Image::held`]).
-    holders: std::sync::Mutex<usize>,
+    holders: std::sync::atomic::AtomicUsize,
 }
 
 // SAFETY: the mapping is read-only and lives as long as the value; the file is only mapped.
@@ -512,7 +512,7 @@ impl Image {
             len,
             file,
             source: source as usize,
-            holders: std::sync::Mutex::new(0),
+            holders: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -521,14 +521,14 @@ impl Image {
     /// file's page cache stays, the kernel's to keep or drop): an idle project holds no
     /// resident memory of its image in the process.
     pub fn held(&self, now: bool) {
-        let Ok(mut holders) = self.holders.lock() else {
-            return;
-        };
+        use std::sync::atomic::Ordering;
         if now {
-            *holders += 1;
+            self.holders.fetch_add(1, Ordering::Relaxed);
         } else {
-            *holders = holders.saturating_sub(1);
-            if *holders == 0 {
+            let before = self.holders.fetch_sub(1, Ordering::Relaxed);
+            // Dropping the entries while another slot starts to use the image costs it a
+            // few faults, nothing more: no lock is needed.
+            if before == 1 {
                 // SAFETY: the read-only shared mapping made in `map`; dropping its page-table
                 // entries only makes later reads fault the file's pages in again.
                 unsafe {
@@ -596,26 +596,15 @@ mod tests {
     /// other core module, and a producers section.
     fn component(pages: u64, offset: i32, data: &[u8], producer: &str) -> Vec<u8> {
         use wasm_encoder::{
-            ConstExpr, DataSection, ExportKind, ExportSection, MemorySection, MemoryType, Module,
-            ModuleSection, ProducersField, ProducersSection,
+            ComponentSectionId, ConstExpr, DataSection, Encode, Module, ModuleSection,
+            ProducersField, ProducersSection, RawSection, Section,
         };
-        let mut memories = MemorySection::new();
-        memories.memory(MemoryType {
-            minimum: pages,
-            maximum: None,
-            memory64: false,
-            shared: false,
-            page_size_log2: None,
-        });
-        let mut exports = ExportSection::new();
-        exports.export("memory", ExportKind::Memory, 0);
+        // The bare memory module `split` makes, with a data section after its own.
+        let mut memory = bare_memory_module(pages);
         let mut segments = DataSection::new();
         segments.active(0, &ConstExpr::i32_const(offset), data.iter().copied());
-        let mut memory = Module::new();
-        memory
-            .section(&memories)
-            .section(&exports)
-            .section(&segments);
+        memory.push(segments.id());
+        segments.encode(&mut memory);
         let other = Module::new();
         let mut producers = ProducersSection::new();
         let mut field = ProducersField::new();
@@ -623,7 +612,10 @@ mod tests {
         producers.field("processed-by", &field);
         let mut component = wasm_encoder::Component::new();
         component
-            .section(&ModuleSection(&memory))
+            .section(&RawSection {
+                id: ComponentSectionId::CoreModule as u8,
+                data: &memory,
+            })
             .section(&ModuleSection(&other))
             .section(&producers);
         component.finish()

@@ -106,7 +106,7 @@ struct Slot {
     accessible: usize,
     /// The image mapped at `base`.
     image: Arc<Image>,
-    /// The pages the last call written (offsets from `base`), as the last reset found them:
+    /// The pages the last call wrote (offsets from `base`), as the last reset found them:
     /// where the next project's call, laid out alike, will most likely write too.
     written: Vec<Range<usize>>,
 }
@@ -148,11 +148,6 @@ impl Slots {
             remapped: inner.remapped.load(Ordering::Relaxed),
             pages_copied: inner.pages_copied.load(Ordering::Relaxed),
         }
-    }
-
-    /// How many slots wait on the free list.
-    pub fn free(&self) -> usize {
-        self.inner.free.lock().map_or(0, |free| free.len())
     }
 }
 
@@ -378,27 +373,26 @@ impl Slot {
         self.accessible = self.image.size();
         if scan && let Some(pagemap) = reset::pagemap() {
             match reset::written_pages(pagemap, self.base..image_end) {
-                Ok(regions) => {
+                Ok(mut regions) => {
                     let bytes: usize = regions.iter().map(|r| r.end - r.start).sum();
                     if bytes <= reset::KEEP_RESIDENT {
-                        self.written = regions
-                            .iter()
-                            .map(|r| r.start - self.base..r.end - self.base)
-                            .collect();
+                        for region in &mut regions {
+                            *region = region.start - self.base..region.end - self.base;
+                        }
                         for region in &regions {
-                            let offset = region.start - self.base;
                             let len = region.end - region.start;
                             // SAFETY: `region` is within the slot's image pages (the scan's
                             // range), writable, and used by no instance; the source is the
                             // image's read-only mapping of the same offsets.
                             unsafe {
                                 std::ptr::copy_nonoverlapping(
-                                    self.image.source(offset, len),
-                                    region.start as *mut u8,
+                                    self.image.source(region.start, len),
+                                    (self.base + region.start) as *mut u8,
                                     len,
                                 );
                             }
                         }
+                        self.written = regions;
                         return Ok(Some(bytes / 4096));
                     }
                 }
