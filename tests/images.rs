@@ -74,20 +74,20 @@ impl Site {
         self.dir.path().join("cache")
     }
 
-    fn env(&self) -> Vec<(&'static str, String)> {
-        vec![("FILEROUTER_CACHE_DIR", self.cache().display().to_string())]
+    /// `filerouter ARGS`, with the shared cache folder.
+    fn start(&self, args: &[&str]) -> Server {
+        let cache = self.cache().display().to_string();
+        Server::start(
+            args,
+            &[("FILEROUTER_CACHE_DIR", cache.as_str())],
+            Duration::from_secs(120),
+        )
     }
 
     /// `filerouter run` of project `name`, with the shared cache folder.
     fn run(&self, name: &str) -> Server {
         let project = self.project(name);
-        let env = self.env();
-        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        Server::start(
-            &["run", "--project", project.to_str().unwrap()],
-            &env,
-            Duration::from_secs(120),
-        )
+        self.start(&["run", "--project", project.to_str().unwrap()])
     }
 
     /// `filerouter run --tenants` of both projects (`a.test`, `b.test`), at most one loaded at
@@ -112,13 +112,7 @@ impl Site {
             ),
         )
         .unwrap();
-        let env = self.env();
-        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        Server::start(
-            &["run", "--tenants", config.to_str().unwrap()],
-            &env,
-            Duration::from_secs(120),
-        )
+        self.start(&["run", "--tenants", config.to_str().unwrap()])
     }
 
     /// The memory images in the shared cache folder's `images/`.

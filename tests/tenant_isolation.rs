@@ -17,7 +17,7 @@ mod support;
 use std::{collections::HashMap, path::PathBuf, thread, time::Duration};
 
 use serde_json::Value;
-use support::admin::{Site, built, client, public_address};
+use support::admin::{Site, built, client, metric, public_address};
 
 const PROBE: &str = r#"
 import builtins
@@ -126,15 +126,6 @@ fn probe(
         "request {token} to {tenant} started from another allocator or collector state \
          (layout of fresh objects, objects tracked) than its first request"
     );
-}
-
-/// The value of an admin metric line starting with `prefix`.
-fn metric(text: &str, prefix: &str) -> f64 {
-    text.lines()
-        .find(|line| line.starts_with(prefix))
-        .and_then(|line| line.rsplit(' ').next())
-        .and_then(|value| value.parse().ok())
-        .unwrap_or_else(|| panic!("no {prefix} in\n{text}"))
 }
 
 fn tenants_take_turns_on_two_slots(scan: &str) {

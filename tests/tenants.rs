@@ -522,12 +522,10 @@ fn each_tenant_has_its_own_concurrency_cap_and_bounded_queue() {
     ] {
         assert!(text.contains(line), "{line} missing from\n{text}");
     }
-    let cpu = text
-        .lines()
-        .find(|l| l.starts_with(r#"filerouter_tenant_cpu_seconds_total{tenant="beta"}"#))
-        .and_then(|l| l.split_whitespace().last())
-        .and_then(|v| v.parse::<f64>().ok())
-        .unwrap_or_else(|| panic!("no CPU figure for beta in\n{text}"));
+    let cpu = support::admin::metric(
+        &text,
+        r#"filerouter_tenant_cpu_seconds_total{tenant="beta"}"#,
+    );
     assert!(cpu > 0.0, "{text}");
 }
 

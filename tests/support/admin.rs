@@ -138,6 +138,16 @@ pub fn admin_address(server: &Server) -> String {
     address.unwrap()
 }
 
+/// The value of the first line of admin metrics `text` that starts with `prefix` (a family and
+/// its labels); panics, showing the text, when there is none.
+pub fn metric(text: &str, prefix: &str) -> f64 {
+    text.lines()
+        .find(|line| line.starts_with(prefix))
+        .and_then(|line| line.split_whitespace().last())
+        .and_then(|value| value.parse().ok())
+        .unwrap_or_else(|| panic!("no {prefix} in\n{text}"))
+}
+
 /// A client that gives up after `timeout`.
 pub fn client(timeout: Duration) -> reqwest::blocking::Client {
     reqwest::blocking::Client::builder()
