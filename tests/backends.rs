@@ -29,19 +29,23 @@ use support::{Project, Server, eventually, free_port, json, run_with_env};
 const PASSWORD: &str = "pw-Zq8-never-shown";
 
 /// A server process kept alive by a small shell that also stops it (SIGQUIT to Postgres,
-/// SIGTERM to Redis) when this test binary exits however it exits, or when dropped.
+/// SIGTERM to Redis) when this test binary exits however it exits, or when dropped, and then
+/// removes the server's folder (the servers live in a `static`, which is never dropped: their
+/// folders would outlive the run).
 struct Guarded {
     child: Child,
 }
 
 impl Guarded {
-    /// Run `command` (program and arguments) under the watchdog, its output in `log`.
-    fn start(command: &[&str], stop_signal: &str, log: &Path) -> Guarded {
+    /// Run `command` (program and arguments) under the watchdog, its output in `log`; `folder`
+    /// is removed once the server stopped.
+    fn start(command: &[&str], stop_signal: &str, log: &Path, folder: &Path) -> Guarded {
         let script = format!(
-            "watched=$1; shift; \"$@\" & server=$!; \
-             trap 'kill -{stop_signal} $server 2>/dev/null; wait $server; exit 0' TERM INT; \
+            "watched=$1; folder=$2; shift 2; \"$@\" & server=$!; \
+             stop() {{ kill -{stop_signal} $server 2>/dev/null; wait $server; rm -rf \"$folder\"; }}; \
+             trap 'stop; exit 0' TERM INT; \
              while kill -0 $watched 2>/dev/null && kill -0 $server 2>/dev/null; do sleep 0.2; done; \
-             kill -{stop_signal} $server 2>/dev/null; wait $server"
+             stop"
         );
         let log = std::fs::File::create(log).expect("server log");
         let child = Command::new("sh")
@@ -49,6 +53,7 @@ impl Guarded {
             .arg(script)
             .arg("sh")
             .arg(std::process::id().to_string())
+            .arg(folder)
             .args(command)
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
@@ -189,7 +194,12 @@ impl Postgres {
             "-c",
             "max_connections=300",
         ]);
-        let server = Guarded::start(&server_command, "QUIT", &dir.path().join("postgres.log"));
+        let server = Guarded::start(
+            &server_command,
+            "QUIT",
+            &dir.path().join("postgres.log"),
+            dir.path(),
+        );
         let pg = Postgres {
             _server: server,
             bin: bin.to_path_buf(),
@@ -280,6 +290,7 @@ impl Redis {
             ],
             "TERM",
             &dir.path().join("redis.log"),
+            dir.path(),
         );
         let redis = Redis {
             _server: server,
@@ -423,16 +434,16 @@ fn servers() -> Option<&'static Servers> {
 /// The fixture project ([`app`]), built once by the real `filerouter build`; tests serve
 /// copies of it.
 fn built() -> &'static Path {
-    static BUILT: OnceLock<Project> = OnceLock::new();
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
         .get_or_init(|| {
             let project = app();
             let (code, stdout, stderr) =
                 run_with_env(&["build", "--project", "."], project.path(), &[]);
             assert_eq!(code, 0, "build:\n{stdout}\n{stderr}");
-            project
+            project.for_the_whole_run()
         })
-        .path()
+        .as_path()
 }
 
 /// A copy of the built fixture project in `to` (a new folder).

@@ -33,11 +33,11 @@ type Make<'a> = Box<dyn Fn(&Path) + 'a>;
 
 /// One tenant, built once by the real `filerouter build`; `run --tenants` serves it.
 fn built_tenant() -> &'static Path {
-    static BUILT: OnceLock<tempfile::TempDir> = OnceLock::new();
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
         .get_or_init(|| {
-            let dir = tempfile::tempdir().unwrap();
-            let project = dir.path().join("a");
+            let dir = support::lasting_tempdir();
+            let project = dir.join("a");
             std::fs::create_dir_all(project.join("routes")).unwrap();
             std::fs::write(
                 project.join("routes/index.py"),
@@ -48,7 +48,7 @@ fn built_tenant() -> &'static Path {
             assert_eq!(code, 0, "build:\n{stdout}\n{stderr}");
             dir
         })
-        .path()
+        .as_path()
 }
 
 fn tenants(hosts: &[&str]) -> String {

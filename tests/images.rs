@@ -28,13 +28,13 @@ def GET(request):
 /// The folder both projects were built in: `a/` and `b/` (each with its `.cache/`) and
 /// `cache/`, the `FILEROUTER_CACHE_DIR` both builds used. Built once; each test copies it.
 fn built() -> &'static Path {
-    static BUILT: OnceLock<tempfile::TempDir> = OnceLock::new();
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
         .get_or_init(|| {
-            let dir = tempfile::tempdir().unwrap();
-            let cache = dir.path().join("cache");
+            let dir = support::lasting_tempdir();
+            let cache = dir.join("cache");
             for name in ["a", "b"] {
-                let project = dir.path().join(name);
+                let project = dir.join(name);
                 std::fs::create_dir_all(project.join("routes")).unwrap();
                 std::fs::write(
                     project.join("routes/index.py"),
@@ -51,7 +51,7 @@ fn built() -> &'static Path {
             }
             dir
         })
-        .path()
+        .as_path()
 }
 
 /// A test's own copy of the built projects and of their shared cache folder.
@@ -76,12 +76,15 @@ impl Site {
 
     /// `filerouter ARGS`, with the shared cache folder.
     fn start(&self, args: &[&str]) -> Server {
+        self.start_with(args, &[])
+    }
+
+    /// [`Site::start`] with more environment variables.
+    fn start_with(&self, args: &[&str], env: &[(&str, &str)]) -> Server {
         let cache = self.cache().display().to_string();
-        Server::start(
-            args,
-            &[("FILEROUTER_CACHE_DIR", cache.as_str())],
-            Duration::from_secs(120),
-        )
+        let mut env = env.to_vec();
+        env.push(("FILEROUTER_CACHE_DIR", cache.as_str()));
+        Server::start(args, &env, Duration::from_secs(120))
     }
 
     /// `filerouter run` of project `name`, with the shared cache folder.
@@ -287,4 +290,33 @@ fn tenants_refuse_another_tenants_image_on_every_load() {
         assert_eq!(answer(&server, Some("a.test")), expected("A"));
     }
     assert_eq!(std::fs::read(&a_file).unwrap(), a_bytes);
+}
+
+#[test]
+fn images_beyond_the_size_limit_go_least_recently_used_first_and_come_back() {
+    let site = Site::new();
+    let (a_file, b_file) = image_files_of_a_and_b(&site);
+    for file in [&a_file, &b_file] {
+        std::fs::remove_file(file).unwrap();
+    }
+    // A limit of 1 MiB, below one image: writing b's removes a's, which a running `run`
+    // still maps and serves from.
+    let limit = [("FILEROUTER_IMAGES_MAX_MB", "1")];
+    let a = site.start_with(
+        &["run", "--project", site.project("a").to_str().unwrap()],
+        &limit,
+    );
+    assert_eq!(site.image_files(), BTreeSet::from([a_file.clone()]));
+    let b = site.start_with(
+        &["run", "--project", site.project("b").to_str().unwrap()],
+        &limit,
+    );
+    assert_eq!(site.image_files(), BTreeSet::from([b_file.clone()]));
+    assert_eq!(answer(&a, None), expected("A"));
+    assert_eq!(answer(&b, None), expected("B"));
+    drop(a);
+    // The next start of a writes its image again from its build cache.
+    let a = site.run("a");
+    assert_eq!(answer(&a, None), expected("A"));
+    assert!(site.image_files().contains(&a_file));
 }

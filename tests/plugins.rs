@@ -205,11 +205,10 @@ class Probe(exports.Probe):
 
 /// The probe plugin, built once: (its folder with `probe.wasm` and `wit/`).
 fn probe() -> &'static Path {
-    static BUILT: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
-    &BUILT
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
         .get_or_init(|| {
-            let dir = tempfile::tempdir().unwrap();
-            let plugin = dir.path().join("probe");
+            let plugin = support::lasting_tempdir().join("probe");
             std::fs::create_dir_all(plugin.join("wit/deps/filerouter")).unwrap();
             std::fs::create_dir_all(plugin.join("src")).unwrap();
             std::fs::write(plugin.join("wit/probe.wit"), PROBE_WIT).unwrap();
@@ -245,9 +244,9 @@ fn probe() -> &'static Path {
             warm.write("config.py", GRANTS_KV);
             copy_dir(&plugin, &warm.path().join("plugins/probe"));
             warm_up(warm.path());
-            (dir, plugin)
+            plugin
         })
-        .1
+        .as_path()
 }
 
 /// Start `filerouter dev` in `dir` and stop it once it serves: compiles (and caches) the

@@ -101,14 +101,14 @@ const NAMES: [&str; 3] = ["alpha", "beta", "gamma"];
 /// The fixture tenants, each built once by the real `filerouter build` into a shared folder;
 /// tests copy them.
 fn built() -> &'static Path {
-    static BUILT: OnceLock<tempfile::TempDir> = OnceLock::new();
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
         .get_or_init(|| {
-            let dir = tempfile::tempdir().unwrap();
+            let dir = support::lasting_tempdir();
             let builds: Vec<_> = NAMES
                 .iter()
                 .map(|name| {
-                    let project = dir.path().join(name);
+                    let project = dir.join(name);
                     write_project(&project, name);
                     thread::spawn(move || build(&project))
                 })
@@ -118,7 +118,7 @@ fn built() -> &'static Path {
             }
             dir
         })
-        .path()
+        .as_path()
 }
 
 fn write_project(project: &Path, name: &str) {

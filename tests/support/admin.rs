@@ -30,7 +30,7 @@ pub fn binary() -> PathBuf {
 /// The project made of `files`, built once per test binary with the real `filerouter build`
 /// (under `kind`, a name for the file set); tests copy it.
 pub fn built(kind: &str, files: &[(&str, &str)]) -> PathBuf {
-    type Builds = Mutex<HashMap<String, Arc<OnceLock<tempfile::TempDir>>>>;
+    type Builds = Mutex<HashMap<String, Arc<OnceLock<PathBuf>>>>;
     static BUILT: OnceLock<Builds> = OnceLock::new();
     let once = BUILT
         .get_or_init(Default::default)
@@ -40,19 +40,17 @@ pub fn built(kind: &str, files: &[(&str, &str)]) -> PathBuf {
         .or_default()
         .clone();
     once.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = super::lasting_tempdir();
         for (rel, content) in files {
-            let path = dir.path().join(rel);
+            let path = dir.join(rel);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(path, super::dedent(content)).unwrap();
         }
-        let (code, stdout, stderr) =
-            super::run_with_env(&["build", "--project", "."], dir.path(), &[]);
+        let (code, stdout, stderr) = super::run_with_env(&["build", "--project", "."], &dir, &[]);
         assert_eq!(code, 0, "build of {kind}:\n{stdout}\n{stderr}");
         dir
     })
-    .path()
-    .to_path_buf()
+    .clone()
 }
 
 /// A folder with copies of built projects (their caches included) and a tenants file.

@@ -25,6 +25,35 @@ pub fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_filerouter"))
 }
 
+/// A temporary folder that lasts until this test binary exits, then is removed: for what a
+/// test binary builds once and keeps in a `static`. A `TempDir` in a `static` is never dropped,
+/// so its folder (a built project, its compiled code and memory images: hundreds of MB) would
+/// outlive the run and fill the disk over a CI run.
+pub fn lasting_tempdir() -> PathBuf {
+    remove_at_exit(tempfile::tempdir().expect("tempdir").keep())
+}
+
+/// Remove `dir` when this process exits (normally, or by `std::process::exit` as the test
+/// harness does when a test failed). Returns `dir`.
+fn remove_at_exit(dir: PathBuf) -> PathBuf {
+    static DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+    static HOOK: Once = Once::new();
+    extern "C" fn remove_all() {
+        if let Ok(dirs) = DIRS.lock() {
+            for dir in dirs.iter() {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
+    }
+    // SAFETY: `remove_all` is a plain function that neither unwinds nor needs anything the
+    // exit path has torn down (a `static` mutex, the file system).
+    HOOK.call_once(|| unsafe {
+        libc::atexit(remove_all);
+    });
+    DIRS.lock().unwrap().push(dir.clone());
+    dir
+}
+
 /// A project folder made of `(path, content)` pairs, deleted when dropped.
 pub struct Project {
     dir: tempfile::TempDir,
@@ -50,6 +79,12 @@ impl Project {
 
     pub fn path(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// Keep the folder until this test binary exits (see [`lasting_tempdir`]): for a project a
+    /// `static` holds, which is never dropped.
+    pub fn for_the_whole_run(self) -> PathBuf {
+        remove_at_exit(self.dir.keep())
     }
 
     pub fn write(&self, rel: &str, content: &str) {

@@ -7,7 +7,8 @@
 //! `run` maps it (`images/*.img`, one per build, see `image`). A new filerouter, a new build or a changed plugin adds a
 //! file and nothing else would ever remove the old one, so every use refreshes a file's
 //! modification time ([`mark_used`]) and every new file removes those of its kind left unused for
-//! [`UNUSED_AGE`] ([`prune_unused`]). Removing a file another process maps is safe: the
+//! [`UNUSED_AGE`] ([`prune_unused`]); images, one per build, also go least recently used first
+//! beyond [`images_max_bytes`] together. Removing a file another process maps is safe: the
 //! mapping keeps its pages (unlinking only removes the name), and the next load writes the file
 //! again from its source (the build cache, the guest inside the binary, the plugin).
 //!
@@ -85,28 +86,82 @@ pub fn mark_used(path: &Path) {
     }
 }
 
+/// How much disk the memory images (`images/*.img`) may take together before the least
+/// recently used go: `$FILEROUTER_IMAGES_MAX_MB` MiB, default [`IMAGES_MAX_MB`]. Each build of
+/// a project leaves an image of tens of MB, so age alone would let a day of builds fill a disk.
+pub fn images_max_bytes() -> u64 {
+    let mb = match std::env::var("FILEROUTER_IMAGES_MAX_MB") {
+        Ok(value) => value.trim().parse::<u64>().unwrap_or_else(|_| {
+            tracing::warn!(
+                "FILEROUTER_IMAGES_MAX_MB={value:?} is not a whole number of MiB; using {IMAGES_MAX_MB}"
+            );
+            IMAGES_MAX_MB
+        }),
+        Err(_) => IMAGES_MAX_MB,
+    };
+    mb.saturating_mul(1024 * 1024)
+}
+
+/// The default of [`images_max_bytes`], in MiB: a hundred two-route projects' images.
+pub const IMAGES_MAX_MB: u64 = 2048;
+
 /// Remove the files directly in `dir` whose names start with `prefix` and end in `.cwasm` (or
-/// `.img`, memory images),
-/// other than `keep`, that were not used for `max_age`. Best effort: a file that cannot be
-/// read or removed is left. Returns how many were removed.
-pub fn prune_unused(dir: &Path, prefix: &str, keep: &Path, max_age: Duration) -> usize {
+/// `.img`, memory images), other than `keep`, that were not used for `max_age`; then, while
+/// those left (`keep` included) take more than `max_bytes`, the least recently used of them.
+/// Best effort: a file that cannot be read or removed is left. Returns how many were removed.
+pub fn prune_unused(
+    dir: &Path,
+    prefix: &str,
+    keep: &Path,
+    max_age: Duration,
+    max_bytes: Option<u64>,
+) -> usize {
     let Some(cutoff) = SystemTime::now().checked_sub(max_age) else {
         return 0;
     };
     let mut removed = 0;
+    let mut kept_bytes = 0u64;
+    let mut candidates = Vec::new();
     for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
         let path = entry.path();
         let name = entry.file_name();
         let name = name.to_string_lossy();
         let ours = name.ends_with(".cwasm") || name.ends_with(".img");
-        if !name.starts_with(prefix) || !ours || path == keep {
+        if !name.starts_with(prefix) || !ours {
             continue;
         }
         let Ok(meta) = entry.metadata() else { continue };
-        let unused = meta.modified().is_ok_and(|used| used < cutoff);
-        if meta.is_file() && unused && fs::remove_file(&path).is_ok() {
+        if !meta.is_file() {
+            continue;
+        }
+        if path == keep {
+            kept_bytes += meta.len();
+            continue;
+        }
+        let used = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+        if used < cutoff && fs::remove_file(&path).is_ok() {
             tracing::debug!("removed {}, unused for {max_age:?}", path.display());
             removed += 1;
+            continue;
+        }
+        candidates.push((used, meta.len(), path));
+    }
+    let Some(max_bytes) = max_bytes else {
+        return removed;
+    };
+    let mut total = kept_bytes + candidates.iter().map(|(_, len, _)| len).sum::<u64>();
+    candidates.sort();
+    for (_, len, path) in candidates {
+        if total <= max_bytes {
+            break;
+        }
+        if fs::remove_file(&path).is_ok() {
+            tracing::debug!(
+                "removed {}, the least recently used beyond {max_bytes} bytes",
+                path.display()
+            );
+            removed += 1;
+            total -= len;
         }
     }
     removed
@@ -136,7 +191,10 @@ mod tests {
         let other = file(dir.path(), "guest-notes.txt", 30 * DAY);
         fs::create_dir(dir.path().join("guest-dir.cwasm")).unwrap();
 
-        assert_eq!(prune_unused(dir.path(), "guest-", &keep, UNUSED_AGE), 1);
+        assert_eq!(
+            prune_unused(dir.path(), "guest-", &keep, UNUSED_AGE, None),
+            1
+        );
         assert!(!old.exists());
         for stays in [&recent, &keep, &plugin, &other] {
             assert!(stays.exists(), "{} removed", stays.display());
@@ -150,8 +208,25 @@ mod tests {
         let used = file(dir.path(), "a.cwasm", 30 * DAY);
         mark_used(&used);
         let keep = dir.path().join("b.cwasm");
-        assert_eq!(prune_unused(dir.path(), "", &keep, UNUSED_AGE), 0);
+        assert_eq!(prune_unused(dir.path(), "", &keep, UNUSED_AGE, None), 0);
         assert!(used.exists());
+    }
+
+    #[test]
+    fn beyond_the_size_limit_the_least_recently_used_go_first() {
+        let dir = tempfile::tempdir().unwrap();
+        // Each file holds its own name: 5 bytes ("a.img" ...).
+        let oldest = file(dir.path(), "a.img", 3 * DAY);
+        let older = file(dir.path(), "b.img", 2 * DAY);
+        let newer = file(dir.path(), "c.img", DAY);
+        let keep = file(dir.path(), "d.img", 4 * DAY);
+        assert_eq!(prune_unused(dir.path(), "", &keep, UNUSED_AGE, Some(10)), 2);
+        assert!(!oldest.exists() && !older.exists());
+        assert!(newer.exists() && keep.exists());
+        // Under the limit, nothing goes; the kept file alone may exceed it.
+        assert_eq!(prune_unused(dir.path(), "", &keep, UNUSED_AGE, Some(10)), 0);
+        assert_eq!(prune_unused(dir.path(), "", &keep, UNUSED_AGE, Some(1)), 1);
+        assert!(keep.exists() && !newer.exists());
     }
 
     #[test]

@@ -290,7 +290,7 @@ pub fn load_named(
     let path = dir.join(key.file_name(stem, &blake3::hash(&compiled)));
     match artifacts::store_atomically(&path, &compiled) {
         Ok(()) => {
-            artifacts::prune_unused(dir, prefix, &path, artifacts::UNUSED_AGE);
+            artifacts::prune_unused(dir, prefix, &path, artifacts::UNUSED_AGE, None);
         }
         Err(e) => tracing::warn!(
             "could not keep the compiled code in {}: {e}",

@@ -402,8 +402,17 @@ pub fn keep(bytes: &[u8]) {
         artifacts::mark_used(&path);
         return;
     }
-    if let Err(e) = artifacts::store_atomically_unsynced(&path, bytes) {
-        tracing::warn!("could not keep the memory image in {}: {e}", path.display());
+    match artifacts::store_atomically_unsynced(&path, bytes) {
+        Ok(()) => {
+            artifacts::prune_unused(
+                &images_dir(),
+                "",
+                &path,
+                artifacts::UNUSED_AGE,
+                Some(artifacts::images_max_bytes()),
+            );
+        }
+        Err(e) => tracing::warn!("could not keep the memory image in {}: {e}", path.display()),
     }
 }
 
@@ -460,7 +469,13 @@ impl Image {
             );
             return Self::in_memory(*expected, &bytes).map_err(failed);
         }
-        artifacts::prune_unused(dir, "", &path, artifacts::UNUSED_AGE);
+        artifacts::prune_unused(
+            dir,
+            "",
+            &path,
+            artifacts::UNUSED_AGE,
+            Some(artifacts::images_max_bytes()),
+        );
         match checked_code::open(&path).and_then(|opened| opened.expect(expected)) {
             Ok(verified) => Self::map(*expected, verified.into_file()).map_err(failed),
             Err(refusal) => Err(failed(refusal.to_string())),
