@@ -19,10 +19,11 @@ import describe
 import immortal
 import importing
 import lifecycle
-import nonetwork  # noqa: F401  (network errors that say there is no network)
+import nonetwork  # noqa: F401  (socket errors that say where HTTP calls go instead)
 import pipeline
 import project
 import settings
+import urllib_outbound  # noqa: F401  (urllib.request through the host's outbound gate)
 import warmup
 import wit_text
 from componentize_py_types import Err, Ok

@@ -1,4 +1,5 @@
-"""Network calls from route code fail saying that the sandbox has no network.
+"""Socket calls from route code fail saying that the sandbox has no sockets, and where HTTP
+calls go instead (`filerouter.http`, `urllib.request`: through the host's outbound gate).
 
 The host refuses every socket and every name lookup, and WASI's answers read like a broken
 machine (`[Errno -4] Non-recoverable error`, `[Errno 2] Permission denied`). Imported at build
@@ -15,8 +16,9 @@ import socket
 import urllib.request
 
 NO_NETWORK = (
-    "the filerouter sandbox has no network: route code cannot resolve names or open "
-    "connections (outbound HTTP is a planned feature, not available yet; no setting allows it today)"
+    "the filerouter sandbox has no sockets: route code cannot resolve names or open "
+    "connections itself; call HTTP services with filerouter.http or urllib.request, which the "
+    "host makes for it, to the origins config.py's outbound[\"allow\"] lists"
 )
 
 

@@ -47,6 +47,14 @@ SCHEMA = {
     "environment": "environment",
     "settings": "project",
     "openapi_tags": "openapi_tags",
+    "outbound": {
+        "allow": "origins",
+        "max_calls": int,
+        "max_concurrent": int,
+        "max_received_mb": int,
+        "max_connections": int,
+        "timeout_s": (int, float),
+    },
 }
 
 # `environment`: the names route code reads from the operator's environment (host/src/environment.rs).
@@ -77,6 +85,11 @@ RANGES = {
     ("database", "max_size_mb"): (1, 1 << 30, True),
     ("database", "max_rows"): (1, 2**63 - 1, True),
     ("database", "max_result_mb"): (1, 1 << 20, True),
+    ("outbound", "max_calls"): (1, 100_000, True),
+    ("outbound", "max_concurrent"): (1, 1000, True),
+    ("outbound", "max_received_mb"): (1, 1 << 20, True),
+    ("outbound", "max_connections"): (1, 100_000, True),
+    ("outbound", "timeout_s"): (0, 86400, False),
 }
 
 
@@ -115,6 +128,9 @@ def _check(name, value, expected, lineno):
     if expected == "openapi_tags":
         _check_openapi_tags(name, value, lineno)
         return
+    if expected == "origins":
+        _check_origins(name, value, lineno)
+        return
     if isinstance(expected, dict):
         if not isinstance(value, dict):
             raise ConfigError(f"'{name}' must be a dict, not {type(value).__name__}", lineno)
@@ -129,6 +145,26 @@ def _check(name, value, expected, lineno):
         raise ConfigError(
             f"'{name}' must be of type {_type_name(expected)}, not {type(value).__name__}", lineno
         )
+
+
+def _check_origins(name, value, lineno):
+    """`outbound['allow']`: a list of origins, `scheme://host[:port]` (host `*`, `*.name`, a
+    name or an address); the host parses them again and names a bad one."""
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"'{name}' must be a list of origin strings such as \"https://api.example.com\"", lineno)
+    for origin in value:
+        scheme, sep, rest = origin.partition("://")
+        rest = rest[:-1] if rest.endswith("/") else rest
+        if not sep or scheme.lower() not in ("http", "https"):
+            raise ConfigError(
+                f"'{name}' entry {origin!r} must start with http:// or https://, e.g. \"https://api.example.com\"",
+                lineno,
+            )
+        if not rest or any(c in rest for c in "/?#@ "):
+            raise ConfigError(
+                f"'{name}' entry {origin!r} is not an origin (scheme://host[:port], no path, query or credentials)",
+                lineno,
+            )
 
 
 def _check_plugins(name, value, lineno):

@@ -2,7 +2,8 @@
 //! that can work in the sandbox imports, in `dev` and in `run` alike, whether or not the guest's
 //! snapshot holds it; the ones that cannot say why and what to use instead; FastAPI's names say
 //! to import them from `filerouter`; the guest's own modules are not importable and not named
-//! in hints; a network call says that the sandbox has no network.
+//! in hints; a socket call says that the sandbox has no sockets, and `urllib` goes through the
+//! host's outbound gate (`tests/outbound.rs`).
 
 mod support;
 
@@ -360,9 +361,22 @@ fn check_refusals(server: &Server, mode: &str) {
     let response = server.get("/network");
     assert_eq!(response.status(), 200, "{mode}: {}", server.log());
     let body = json(response);
+    // urllib goes through the host's outbound gate, which allows nothing by default: the
+    // refusal says where to allow the origin (tests/outbound.rs covers the gate).
+    for call in ["http://example.com", "https://example.com/x"] {
+        let entry = body[call]
+            .as_array()
+            .unwrap_or_else(|| panic!("{mode}: {body:#}"));
+        assert_eq!(entry[0], "URLError", "{mode}: {call}: {body:#}");
+        let text = entry[1].as_str().unwrap();
+        assert!(
+            text.contains("is not allowed: nothing is allowed by default")
+                && text.contains("outbound[\"allow\"] in config.py"),
+            "{mode}: {call}: {text}"
+        );
+    }
+    // Sockets themselves stay closed, and say where HTTP calls go instead.
     for (call, kind) in [
-        ("http://example.com", "URLError"),
-        ("https://example.com/x", "URLError"),
         ("create_connection", "gaierror"),
         ("getaddrinfo", "gaierror"),
         ("socket", "PermissionError"),
@@ -373,8 +387,8 @@ fn check_refusals(server: &Server, mode: &str) {
         assert_eq!(entry[0], kind, "{mode}: {call}: {body:#}");
         let text = entry[1].as_str().unwrap();
         assert!(
-            text.contains("the filerouter sandbox has no network")
-                && text.contains("outbound HTTP is a planned feature, not available yet"),
+            text.contains("the filerouter sandbox has no sockets")
+                && text.contains("filerouter.http or urllib.request"),
             "{mode}: {call}: {text}"
         );
     }

@@ -13,7 +13,7 @@ Route files use it like FastAPI::
 
 # `passwords` also gives `hashlib` its `pbkdf2_hmac` and `scrypt`, and brings the sandbox's own
 # `bcrypt` and `argon2` packages into the snapshot.
-from . import db, kv, passwords, plugins, security, status
+from . import db, http, kv, passwords, plugins, security, status
 from .background import BackgroundTasks
 from .environment import env, settings
 from .exceptions import HTTPException
@@ -82,6 +82,7 @@ __all__ = [
     "db",
     "env",
     "fields_set",
+    "http",
     "kv",
     "passwords",
     "plugins",

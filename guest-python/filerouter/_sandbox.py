@@ -16,7 +16,18 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
-__all__ = ["INSIDE", "Err", "OutsideSandboxError", "environment", "refuse_outside", "kv", "passwords", "plugins", "wit_text"]
+__all__ = [
+    "INSIDE",
+    "Err",
+    "OutsideSandboxError",
+    "environment",
+    "refuse_outside",
+    "kv",
+    "outbound",
+    "passwords",
+    "plugins",
+    "wit_text",
+]
 
 
 class OutsideSandboxError(RuntimeError):
@@ -72,7 +83,7 @@ class _TextOutside:
 try:
     import wit_text  # type: ignore[import-not-found]  # the guest's own module
     from componentize_py_types import Err  # type: ignore[import-not-found]
-    from wit_world.imports import environment, kv, passwords, plugins  # type: ignore[import-not-found]
+    from wit_world.imports import environment, kv, outbound, passwords, plugins  # type: ignore[import-not-found]
 
     INSIDE = True
 except ImportError:
@@ -80,6 +91,7 @@ except ImportError:
     wit_text = _TextOutside()
     environment = _StandIn("settings")
     kv = _StandIn("kv")
+    outbound = _StandIn("http")
     passwords = _StandIn("passwords")
     plugins = _StandIn("plugins")
 

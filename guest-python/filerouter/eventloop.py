@@ -1,20 +1,25 @@
 """An asyncio event loop that works inside the WASI sandbox.
 
 The default loop needs `socket.socketpair()` for its self-pipe, and WASI has no sockets. Route
-code never waits on file descriptors here (there are none it may open), so the loop's selector
-only has to sleep until the next timer is due. That is enough for `asyncio.sleep`, `gather`,
-tasks, queues and locks.
+code never waits on file descriptors here (there are none it may open); what it waits on is
+timers and the host's outbound HTTP calls (`filerouter.http`). So the loop's selector sleeps
+until the next timer is due, or, while calls are pending, asks the host for those with news
+(one `outbound.wait` for all of them, so `asyncio.gather` of calls waits for the slowest, not
+the sum). That is enough for `asyncio.sleep`, `gather`, tasks, queues, locks and HTTP calls.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import selectors
 import time
 from typing import TYPE_CHECKING, Any
 
+from ._sandbox import outbound as _outbound
+
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from _typeshed import FileDescriptorLike
 
@@ -24,6 +29,12 @@ class _TimerOnlySelector(selectors.BaseSelector):
 
     def __init__(self) -> None:
         self._map: dict[FileDescriptorLike, selectors.SelectorKey] = {}
+        # Outbound calls awaited by tasks: call number -> what to run once it has news.
+        self._outbound: dict[int, list[Callable[[], object]]] = {}
+
+    def watch_outbound(self, call: int, callback: Callable[[], object]) -> None:
+        """Run `callback` (from the loop) once outbound call `call` has news."""
+        self._outbound.setdefault(call, []).append(callback)
 
     def register(self, fileobj: FileDescriptorLike, events: int, data: Any = None) -> selectors.SelectorKey:
         raise OSError("waiting on files or sockets is not available in the filerouter sandbox")
@@ -32,6 +43,13 @@ class _TimerOnlySelector(selectors.BaseSelector):
         raise KeyError(fileobj)
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        if self._outbound:
+            # The host waits (holding no thread) until one call has news or the next timer.
+            ms = None if timeout is None else max(0, math.ceil(timeout * 1000))
+            for call in _outbound.wait(list(self._outbound), ms):
+                for callback in self._outbound.pop(call, []):
+                    callback()
+            return []
         if timeout is None:
             raise RuntimeError(
                 "the handler awaits something that can never complete "

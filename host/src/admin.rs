@@ -285,8 +285,44 @@ fn metrics(tenants: &Tenants, rss: Option<u64>) -> String {
                 .load_failures
                 .load(std::sync::atomic::Ordering::Relaxed) as f64,
         );
+        outbound_samples(&mut out, &labels, &tenant.metrics.outbound);
     }
     out.render()
+}
+
+/// A tenant's outbound calls: by how they ended, bytes received, time taken.
+fn outbound_samples(
+    out: &mut Exposition,
+    labels: &[(&str, &str)],
+    metrics: &crate::outbound::Metrics,
+) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let ended = metrics.ended.lock().map(|m| m.clone()).unwrap_or_default();
+    for (how, count) in &ended {
+        let mut with = labels.to_vec();
+        with.push(("status", how.as_str()));
+        out.sample(
+            "filerouter_tenant_outbound_calls_total",
+            "counter",
+            "The tenant's outbound HTTP calls by how they ended: the response's status, or refused, invalid, limit, timeout, network.",
+            &with,
+            *count as f64,
+        );
+    }
+    out.sample(
+        "filerouter_tenant_outbound_received_bytes_total",
+        "counter",
+        "Response body bytes the tenant's outbound calls received.",
+        labels,
+        metrics.received_bytes.load(Relaxed) as f64,
+    );
+    out.sample(
+        "filerouter_tenant_outbound_seconds_total",
+        "counter",
+        "Seconds the tenant's outbound calls took together, each from its start to its body's end (divide by the calls for the mean).",
+        labels,
+        metrics.duration_us.load(Relaxed) as f64 / 1e6,
+    );
 }
 
 /// The process's resident memory, from `/proc/self/statm` (Linux).

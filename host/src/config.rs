@@ -40,6 +40,8 @@ pub struct Settings {
     /// The project's own settings (`settings = {...}`: `filerouter.settings` in route code).
     #[serde(rename = "settings")]
     pub project: Option<serde_json::Map<String, serde_json::Value>>,
+    /// What route code may call over HTTP (`crate::outbound`); nothing by default.
+    pub outbound: OutboundSettings,
     /// Descriptions and order of the OpenAPI tags (`openapi_tags = [{"name": ..., "description":
     /// ...}]`, FastAPI's `FastAPI(openapi_tags=...)`), for `/docs` and `/openapi.json`.
     pub openapi_tags: Option<Vec<serde_json::Value>>,
@@ -54,6 +56,66 @@ pub struct DatabaseSettings {
     pub max_rows: Option<u64>,
     /// MiB one request's statements may return together.
     pub max_result_mb: Option<u64>,
+}
+
+/// `outbound = {...}`: the origins route code may call, and the bounds of its calls.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct OutboundSettings {
+    /// Origins (`https://api.stripe.com`, `https://*.example.com`, `http://127.0.0.1:9000`).
+    pub allow: Vec<String>,
+    /// Calls one request may make (each redirect hop counts).
+    pub max_calls: Option<u32>,
+    /// Calls one request may have open at once.
+    pub max_concurrent: Option<u32>,
+    /// MiB one request's calls may receive together.
+    pub max_received_mb: Option<u64>,
+    /// Connections the project may have open at once over all its requests.
+    pub max_connections: Option<u32>,
+    /// Seconds each step of a call may take when the call names no timeout.
+    pub timeout_s: Option<f64>,
+}
+
+impl OutboundSettings {
+    /// The project's allow-list; an error names the bad entry.
+    pub fn allow_list(&self) -> Result<crate::outbound::AllowList, String> {
+        crate::outbound::AllowList::parse(&self.allow, crate::outbound::Source::Project)
+    }
+
+    /// The project's gate: its list, narrowed by `operator`'s under `run --tenants`, its
+    /// bounds (the operator's connections if fewer), counting into `metrics`.
+    pub fn gate(
+        &self,
+        operator: Option<&crate::outbound::OperatorGrant>,
+        metrics: std::sync::Arc<crate::outbound::Metrics>,
+    ) -> Result<std::sync::Arc<crate::outbound::Gate>, String> {
+        let project = self.allow_list()?;
+        let mut bounds = self.bounds();
+        if let Some(connections) = operator.and_then(|grant| grant.connections) {
+            bounds.connections = bounds.connections.min(connections);
+        }
+        let rules = crate::outbound::Rules::new(project, operator.map(|grant| grant.allow.clone()));
+        Ok(std::sync::Arc::new(crate::outbound::Gate::new(
+            rules, bounds, metrics,
+        )))
+    }
+
+    /// The bounds these settings ask for.
+    pub fn bounds(&self) -> crate::outbound::Bounds {
+        let default = crate::outbound::Bounds::default();
+        crate::outbound::Bounds {
+            calls: self.max_calls.unwrap_or(default.calls),
+            concurrent: self.max_concurrent.unwrap_or(default.concurrent),
+            received: self
+                .max_received_mb
+                .map_or(default.received, |mb| mb.saturating_mul(1024 * 1024)),
+            connections: self.max_connections.unwrap_or(default.connections),
+            timeout: self
+                .timeout_s
+                .and_then(|s| Duration::try_from_secs_f64(s).ok())
+                .unwrap_or(default.timeout),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
@@ -197,6 +259,7 @@ impl Settings {
         if self.server.workers == Some(0) {
             return Err("server['workers'] must be at least 1".to_string());
         }
+        self.outbound.allow_list()?;
         Ok(())
     }
 

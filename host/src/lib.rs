@@ -13,7 +13,8 @@
 //! `routes/` folder into a route table; [`project`] asks the guest what each route file
 //! defines; [`catalog`] describes the API for [`docs`]; [`data`] is the state that outlives a
 //! request ([`db`], the project's SQL database, and [`kv`], its key-value store); [`plugins`] are the project's own WebAssembly components that route code calls;
-//! [`passwords`] hashes route code's passwords on the host, at native speed; [`environment`] gives
+//! [`passwords`] hashes route code's passwords on the host, at native speed; [`outbound`] is
+//! route code's HTTP calls to other services, through the project's allow-list; [`environment`] gives
 //! it the settings and secrets the operator keeps outside the source;
 //! [`reload`] keeps it all current in `dev`; [`admin`] serves metrics of `run --tenants`;
 //! [`cli`] has one module per command.
@@ -36,6 +37,7 @@ pub mod http_checks;
 pub mod kv;
 pub mod logging;
 pub mod mode;
+pub mod outbound;
 pub mod packages;
 pub mod passwords;
 pub mod plugins;

@@ -164,6 +164,16 @@ async fn reload(app: &App, changed: Changed) -> bool {
                         Err(e) => tracing::error!("config.py: {e}"),
                     }
                 }
+                if loaded.outbound != settings.outbound {
+                    let metrics = sandbox.outbound().metrics().clone();
+                    match loaded.outbound.gate(None, metrics) {
+                        Ok(gate) => match sandbox.with_outbound(gate) {
+                            Ok(updated) => sandbox = updated,
+                            Err(e) => tracing::error!("config.py: {e}"),
+                        },
+                        Err(e) => tracing::error!("config.py: outbound: {e}"),
+                    }
+                }
                 let workers = sandbox.queue().scheduler().workers();
                 sandbox
                     .queue()

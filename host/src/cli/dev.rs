@@ -20,6 +20,8 @@ use crate::{
 };
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    // A broken operator CA file stops the start, not every HTTPS call later.
+    crate::outbound::check_ca_file().map_err(|e| anyhow::anyhow!("outbound HTTPS: {e}"))?;
     super::serve_until_stopped(serve(args))
 }
 
@@ -71,6 +73,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tracing::warn!("{missing} (reading it raises KeyError until then)");
     }
     let sandbox = sandbox.with_environment(environment.environment)?;
+    let gate = settings
+        .outbound
+        .gate(None, Default::default())
+        .map_err(|e| anyhow::anyhow!("config.py: outbound: {e}"))?;
+    let sandbox = sandbox.with_outbound(gate)?;
     let overrides = match &args.overrides {
         Some(file) => Some(
             DependencyOverrides::new(&root, file)

@@ -32,6 +32,8 @@ use crate::{
 };
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    // A broken operator CA file stops the start, not every HTTPS call later.
+    crate::outbound::check_ca_file().map_err(|e| anyhow::anyhow!("outbound HTTPS: {e}"))?;
     if let Some(file) = args.tenants.clone() {
         return super::serve_until_stopped(serve_tenants(args, file));
     }
@@ -81,6 +83,7 @@ async fn serve(args: RunArgs, root: PathBuf, dir: PathBuf) -> anyhow::Result<()>
             &opened,
             stamp,
             |settings| settings.limits(),
+            |settings| settings.outbound.gate(None, Default::default()),
             data,
             queue,
             environment,

@@ -11,6 +11,8 @@ wasmtime::component::bindgen!({
         "filerouter:sandbox/plugins.call": async | trappable,
         "filerouter:sandbox/kv": async,
         "filerouter:sandbox/sql": async,
+        // Outbound HTTP waits on the network without holding the guest's thread.
+        "filerouter:sandbox/outbound": async,
         // Password hashing runs on the guest's thread (its CPU is the request's) and stops the
         // request when the budget says so.
         "filerouter:sandbox/passwords": trappable,

@@ -128,6 +128,9 @@ struct CallState {
     /// What `config.py` declares for route code, with the operator's values in a request's
     /// call only (`filerouter.env`, `os.environ`).
     environment: Environment,
+    /// This call's outbound HTTP calls (`filerouter.http`); None in the server's own calls,
+    /// which may make none.
+    outbound: Option<crate::outbound::Session>,
     /// While `bake` runs: the objects the guest listed to make immortal (`snapshot.immortal`),
     /// as (address, type address) pairs, flat. None in every other call, which ignores them.
     immortal: Option<Vec<u32>>,
@@ -148,6 +151,7 @@ impl CallState {
             plugins: None,
             budget: None,
             environment: Environment::default(),
+            outbound: None,
             immortal: None,
         }
     }
@@ -195,6 +199,8 @@ struct Inner {
     environment: Environment,
     /// The same declarations without values, for the server's own calls.
     declared: Environment,
+    /// What route code may call over HTTP; requests' and the start-up hook's calls only.
+    outbound: Arc<crate::outbound::Gate>,
 }
 
 /// The time limits of the server's own calls into the guest (inspecting a route file,
@@ -247,9 +253,11 @@ impl Sandbox {
             None,
             queue,
             Environment::default(),
+            Arc::new(crate::outbound::Gate::closed()),
         )
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn with_store(
         guest: engine::Guest,
         routes_dir: Option<&Path>,
@@ -258,6 +266,7 @@ impl Sandbox {
         plugins: Option<Arc<dyn PluginSet>>,
         queue: Queue,
         environment: Environment,
+        outbound: Arc<crate::outbound::Gate>,
     ) -> Result<Self, SandboxError> {
         let pre = guest
             .instance_pre::<CallState>(link)
@@ -274,6 +283,7 @@ impl Sandbox {
                 queue,
                 declared: environment.without_values(),
                 environment,
+                outbound,
             }),
         })
     }
@@ -293,6 +303,7 @@ impl Sandbox {
             self.inner.plugins.clone(),
             self.inner.queue.clone(),
             self.inner.environment.clone(),
+            self.inner.outbound.clone(),
         )
     }
 
@@ -307,6 +318,7 @@ impl Sandbox {
             Some(plugins),
             self.inner.queue.clone(),
             self.inner.environment.clone(),
+            self.inner.outbound.clone(),
         )
     }
 
@@ -321,7 +333,31 @@ impl Sandbox {
             self.inner.plugins.clone(),
             self.inner.queue.clone(),
             environment,
+            self.inner.outbound.clone(),
         )
+    }
+
+    /// The same guest, project and plugins with another outbound gate (at start, and when
+    /// `config.py` or the tenants file changes).
+    pub fn with_outbound(
+        &self,
+        outbound: Arc<crate::outbound::Gate>,
+    ) -> Result<Self, SandboxError> {
+        Self::with_store(
+            self.inner.guest.clone(),
+            self.inner.routes_dir.as_deref(),
+            self.inner.limits.clone(),
+            self.inner.data.clone(),
+            self.inner.plugins.clone(),
+            self.inner.queue.clone(),
+            self.inner.environment.clone(),
+            outbound,
+        )
+    }
+
+    /// The project's outbound gate (its metrics, for the admin port).
+    pub fn outbound(&self) -> &Arc<crate::outbound::Gate> {
+        &self.inner.outbound
     }
 
     /// The settings and secrets route code is given.
@@ -492,15 +528,18 @@ impl Sandbox {
                 (self.inner.queue.scheduler().tooling(), time)
             }
         };
-        let environment = match purpose {
-            Purpose::Request | Purpose::Startup => self.inner.environment.clone(),
-            Purpose::Tooling => self.inner.declared.clone(),
+        let (environment, outbound) = match purpose {
+            Purpose::Request | Purpose::Startup => (
+                self.inner.environment.clone(),
+                Some(self.inner.outbound.clone()),
+            ),
+            Purpose::Tooling => (self.inner.declared.clone(), None),
         };
         let turn = queue.turn().await.map_err(SandboxError::Busy)?;
         let inner = self.inner.clone();
         match turn
             .run(time, move |budget| {
-                inner.instantiate_and_call(budget, environment, label, export)
+                inner.instantiate_and_call(budget, environment, outbound, label, export)
             })
             .await
         {
@@ -535,6 +574,7 @@ impl Inner {
         self: Arc<Self>,
         budget: Budget,
         environment: Environment,
+        outbound: Option<Arc<crate::outbound::Gate>>,
         label: String,
         export: F,
     ) -> Result<T, SandboxError>
@@ -580,6 +620,7 @@ impl Inner {
         });
         state.budget = Some(budget.clone());
         state.environment = environment.clone();
+        state.outbound = outbound.map(|gate| gate.session(deadline));
         let mut store = Store::new(self.guest.engine().engine(), state);
         store.limiter(|state| &mut state.limits);
 

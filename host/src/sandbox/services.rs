@@ -14,7 +14,8 @@ use std::time::Duration;
 use super::{
     CallState,
     bindings::filerouter::sandbox::{
-        background, environment, kv, passwords, plugins, snapshot, sql, stdlib, types, upstream,
+        background, environment, kv, outbound, passwords, plugins, snapshot, sql, stdlib, types,
+        upstream,
     },
 };
 use crate::{
@@ -220,6 +221,93 @@ fn error(error: db::DbError) -> sql::Error {
         db::DbError::Refused(m) => sql::Error::Refused(m),
         db::DbError::Limit(m) => sql::Error::Limit(m),
         db::DbError::Unavailable(m) => sql::Error::Unavailable(m),
+    }
+}
+
+impl outbound::Host for CallState {
+    async fn start(
+        &mut self,
+        request: outbound::Request,
+        body: Vec<u8>,
+        more: bool,
+    ) -> Result<u32, outbound::Error> {
+        let request = crate::outbound::Request {
+            method: request.method,
+            url: request.url,
+            headers: request.headers,
+            timeout_s: request.timeout_s,
+        };
+        self.outbound_session()?
+            .start(request, body, more)
+            .map_err(outbound_error)
+    }
+
+    async fn write(&mut self, call: u32, body: Vec<u8>, more: bool) -> Result<(), outbound::Error> {
+        self.outbound_session()?
+            .write(call, body, more)
+            .await
+            .map_err(outbound_error)
+    }
+
+    async fn wait(&mut self, calls: Vec<u32>, timeout_ms: Option<u64>) -> Vec<u32> {
+        match self.outbound.as_mut() {
+            Some(session) => {
+                session
+                    .wait(&calls, timeout_ms.map(Duration::from_millis))
+                    .await
+            }
+            None => calls,
+        }
+    }
+
+    async fn head(&mut self, call: u32) -> Result<outbound::Response, outbound::Error> {
+        let head = self
+            .outbound_session()?
+            .head(call)
+            .await
+            .map_err(outbound_error)?;
+        Ok(outbound::Response {
+            status: head.status,
+            headers: head.headers,
+        })
+    }
+
+    async fn read(&mut self, call: u32, max: u32) -> Result<Vec<u8>, outbound::Error> {
+        self.outbound_session()?
+            .read(call, max as usize)
+            .await
+            .map_err(outbound_error)
+    }
+
+    async fn close(&mut self, call: u32) {
+        if let Some(session) = self.outbound.as_mut() {
+            session.close(call);
+        }
+    }
+}
+
+impl CallState {
+    /// This call's outbound session; the server's own calls (route inspection, `config.py`,
+    /// the build) have none.
+    fn outbound_session(&mut self) -> Result<&mut crate::outbound::Session, outbound::Error> {
+        self.outbound.as_mut().ok_or_else(|| {
+            outbound::Error::Refused(
+                "outbound calls are made by requests and the start-up hook only, \
+                 not while a module is imported for the build or for route inspection"
+                    .into(),
+            )
+        })
+    }
+}
+
+fn outbound_error(error: crate::outbound::CallError) -> outbound::Error {
+    use crate::outbound::CallError as E;
+    match error {
+        E::Refused(m) => outbound::Error::Refused(m),
+        E::Invalid(m) => outbound::Error::Invalid(m),
+        E::Limit(m) => outbound::Error::Limit(m),
+        E::Timeout(m) => outbound::Error::Timeout(m),
+        E::Network(m) => outbound::Error::Network(m),
     }
 }
 

@@ -21,6 +21,8 @@
 //! kv_url = "redis://cache.internal:6379"                           # optional: its kv store
 //! migrate = true                 # apply its build's pending migrations when it loads
 //! env_file = "secrets/acme.env"  # values for the names its config.py declares (KEY=value lines)
+//! outbound = ["https://api.stripe.com", "https://*.acme.example.com"]  # what it may call
+//! outbound_connections = 32      # its outbound connections open at once
 //! cpu_ms = 500
 //!
 //! [tenant.acme.env]              # the same, written here (these come first)
@@ -98,6 +100,8 @@ struct RawTenant {
     migrate: Option<Spanned<bool>>,
     env: Option<Spanned<BTreeMap<String, String>>>,
     env_file: Option<Spanned<String>>,
+    outbound: Option<Spanned<Vec<String>>>,
+    outbound_connections: Option<Spanned<u32>>,
     memory_mb: Option<Spanned<u64>>,
     cpu_ms: Option<Spanned<u64>>,
     wall_s: Option<Spanned<f64>>,
@@ -201,6 +205,9 @@ pub struct TenantConfig {
     /// (`env_file`, absolute), read when the tenant loads (`crate::environment`).
     pub env: OperatorValues,
     pub env_file: Option<PathBuf>,
+    /// The origins it may call (`outbound`, nothing when absent) and its connections at once
+    /// (`outbound_connections`): its project's `config.py` can only narrow them.
+    pub outbound: crate::outbound::OperatorGrant,
     pub limits: TenantLimits,
 }
 
@@ -415,6 +422,30 @@ impl TenantsConfig {
                 }
                 None => None,
             };
+            let outbound = crate::outbound::OperatorGrant {
+                allow: match &section.outbound {
+                    Some(list) => crate::outbound::AllowList::parse(
+                        list.get_ref(),
+                        crate::outbound::Source::Operator(name.clone()),
+                    )
+                    .map_err(|e| at(Some(list.span()), format!("tenant {name}: {e}")))?,
+                    None => crate::outbound::AllowList::parse(
+                        &[],
+                        crate::outbound::Source::Operator(name.clone()),
+                    )
+                    .map_err(|e| at(None, e))?,
+                },
+                connections: match &section.outbound_connections {
+                    Some(n) if *n.get_ref() == 0 => {
+                        return Err(at(
+                            Some(n.span()),
+                            format!("tenant {name}: `outbound_connections` must be at least 1"),
+                        ));
+                    }
+                    Some(n) => Some(*n.get_ref()),
+                    None => None,
+                },
+            };
             tenants.push(TenantConfig {
                 name: name.clone(),
                 hosts,
@@ -429,6 +460,7 @@ impl TenantsConfig {
                 },
                 env,
                 env_file,
+                outbound,
                 limits,
             });
         }

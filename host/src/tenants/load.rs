@@ -74,6 +74,9 @@ pub enum LoadError {
     Sandbox(#[from] crate::sandbox::SandboxError),
     #[error("the build cache's plugins: {0}")]
     Plugins(String),
+    /// `config.py`'s `outbound` (as the build recorded it) cannot be used.
+    #[error("outbound: {0}")]
+    Outbound(String),
 }
 
 impl LoadError {
@@ -93,6 +96,7 @@ impl LoadError {
             LoadError::Engine(error) => names_transient_os_error(&error.to_string()),
             LoadError::Sandbox(error) => names_transient_os_error(&error.to_string()),
             LoadError::Plugins(message) => names_transient_os_error(message),
+            LoadError::Outbound(_) => false,
         }
     }
 }
@@ -132,7 +136,9 @@ pub fn open(
 /// Make the opened cache servable with `engine`. `limits` gives the sandbox limits from the
 /// build's settings (a tenant's come from tenants.toml instead); `data` is the project's
 /// database and kv store; `environment` the settings and secrets its route code is given
-/// (read by the caller: the cache holds none); its requests wait for their turn in `queue`.
+/// (read by the caller: the cache holds none); its requests wait for their turn in `queue`;
+/// `outbound` makes its outbound gate from the build's settings (a tenant's narrowed by the
+/// tenants file).
 #[allow(clippy::too_many_arguments)]
 pub fn serve_from(
     engine: &SandboxEngine,
@@ -140,6 +146,7 @@ pub fn serve_from(
     opened: &cache::Opened,
     stamp: Option<CacheStamp>,
     limits: impl FnOnce(&Settings) -> Limits,
+    outbound: impl FnOnce(&Settings) -> Result<std::sync::Arc<crate::outbound::Gate>, String>,
     data: Data,
     queue: Queue,
     environment: Environment,
@@ -153,9 +160,11 @@ pub fn serve_from(
     let sealed = crate::plugins::sealed::decode(&opened.plugins).map_err(LoadError::Plugins)?;
     let plugins = crate::plugins::Plugins::from_sealed(root, &settings.plugins, &sealed)
         .map_err(|e| LoadError::Plugins(e.to_string()))?;
+    let gate = outbound(&settings).map_err(LoadError::Outbound)?;
     let sandbox = Sandbox::with_data(guest, None, limits(&settings), data, queue)?
         .with_plugins(plugins)?
-        .with_environment(environment)?;
+        .with_environment(environment)?
+        .with_outbound(gate)?;
     let project = Project::from_cache(&opened.metadata.routes, &opened.metadata.root_files);
     let routes = project.routes.len();
     let app = App::new(

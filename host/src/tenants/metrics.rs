@@ -23,6 +23,8 @@ pub struct TenantMetrics {
     latency: Mutex<Windows>,
     pub loads: AtomicU64,
     pub load_failures: AtomicU64,
+    /// Its route code's outbound HTTP calls (`crate::outbound`).
+    pub outbound: std::sync::Arc<crate::outbound::Metrics>,
 }
 
 struct Windows {
@@ -54,6 +56,7 @@ impl Default for TenantMetrics {
             }),
             loads: AtomicU64::new(0),
             load_failures: AtomicU64::new(0),
+            outbound: Default::default(),
         }
     }
 }

@@ -565,12 +565,18 @@ impl Tenants {
             if let Some(missing) = gathered.missing_message(true) {
                 return Err(LoadFailure::Refused(missing));
             }
+            let outbound_metrics = owner.metrics.outbound.clone();
             load::serve_from(
                 &engine,
                 &config.project,
                 &opened,
                 stamp,
                 |_| limits,
+                |settings| {
+                    settings
+                        .outbound
+                        .gate(Some(&config.outbound), outbound_metrics)
+                },
                 data,
                 queue,
                 gathered.environment,
@@ -733,7 +739,8 @@ impl Tenants {
         let same_project = previous.config.project == wanted.project
             && previous.config.cache_dir == wanted.cache_dir
             && previous.config.env == wanted.env
-            && previous.config.env_file == wanted.env_file;
+            && previous.config.env_file == wanted.env_file
+            && previous.config.outbound == wanted.outbound;
         // The same queue (its waiting requests and CPU account stay), with the new bounds.
         previous.queue.reconfigure(queue_config(&wanted));
         let tenant = Tenant::new(
