@@ -679,3 +679,35 @@ fn a_broken_ca_file_stops_the_start_and_says_why() {
         );
     }
 }
+
+#[test]
+fn dev_applies_an_edited_allow_list_at_once() {
+    let remote = Remote::http();
+    let a = remote.port;
+    let project = project("");
+    let server = Server::dev(&project);
+    let url = format!("http://127.0.0.1:{a}/json");
+    assert_eq!(
+        call(&server, json!({"url": url}))["error"],
+        "OutboundRefused"
+    );
+    project.write(
+        "config.py",
+        &allowing(&[format!("http://127.0.0.1:{a}")], ""),
+    );
+    assert!(
+        support::eventually(Duration::from_secs(20), || {
+            call(&server, json!({"url": url}))["status"] == 200
+        }),
+        "{}",
+        server.log()
+    );
+    project.write("config.py", "");
+    assert!(
+        support::eventually(Duration::from_secs(20), || {
+            call(&server, json!({"url": url}))["error"] == "OutboundRefused"
+        }),
+        "{}",
+        server.log()
+    );
+}
