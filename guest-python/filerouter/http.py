@@ -42,6 +42,7 @@ from typing import Any
 from . import _sandbox
 from ._sandbox import Err
 from ._sandbox import outbound as _host
+from .responses import MutableHeaders
 
 __all__ = [
     "AsyncClient",
@@ -134,19 +135,12 @@ def _raise(error: Any, request: RequestInfo | None) -> RequestError:
     return _ERRORS.get(kind, ConnectError)(str(message), request=request)
 
 
-class Headers:
-    """Case-insensitive headers; repeated names keep every value, in order."""
+class Headers(MutableHeaders):
+    """Case-insensitive headers, as httpx's: repeated names keep every value, in order;
+    `headers["name"]` joins them with ", ", `get_list` gives each."""
 
     def __init__(self, items: Mapping[str, str] | Iterable[tuple[str, str]] | None = None) -> None:
-        pairs = items.items() if isinstance(items, Mapping) else (items or ())
-        self._items = [(str(k), str(v)) for k, v in pairs]
-
-    def get(self, name: str, default: str | None = None) -> str | None:
-        name = name.lower()
-        for k, v in self._items:
-            if k.lower() == name:
-                return v
-        return default
+        super().__init__(items.items() if isinstance(items, Mapping) else items)
 
     def get_list(self, name: str) -> list[str]:
         name = name.lower()
@@ -158,29 +152,10 @@ class Headers:
             raise KeyError(name)
         return ", ".join(values)
 
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and self.get(name) is not None
-
-    def __setitem__(self, name: str, value: str) -> None:
-        lower = name.lower()
-        self._items = [(k, v) for k, v in self._items if k.lower() != lower]
-        self._items.append((name, str(value)))
-
-    def __delitem__(self, name: str) -> None:
-        lower = name.lower()
-        self._items = [(k, v) for k, v in self._items if k.lower() != lower]
-
-    def items(self) -> list[tuple[str, str]]:
-        return list(self._items)
-
-    def keys(self) -> list[str]:
-        return [k for k, _ in self._items]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.keys())
-
-    def __len__(self) -> int:
-        return len(self._items)
+    def discard(self, name: str) -> None:
+        """Remove every value of `name`, if there is one."""
+        if name in self:
+            del self[name]
 
     def copy(self) -> Headers:
         return Headers(self._items)
@@ -468,22 +443,47 @@ def _redirect(response: Response, method: str, headers: Headers) -> tuple[str, s
     headers = headers.copy()
     if drop_body:
         for name in ("content-type", "content-length"):
-            del headers[name]
+            headers.discard(name)
     old, new = urllib.parse.urlsplit(response.url), urllib.parse.urlsplit(url)
     if (old.scheme, old.hostname, old.port) != (new.scheme, new.hostname, new.port):
-        del headers["authorization"]
-        del headers["cookie"]
+        headers.discard("authorization")
+        headers.discard("cookie")
     return method, url, headers, drop_body
 
 
-class _Settings:
+_Body = bytes | Iterable[bytes] | AsyncIterable[bytes]
+_HeaderItems = Mapping[str, str] | Iterable[tuple[str, str]] | None
+
+
+class _Call:
+    """One call as a client sends it, hop after hop: what it asks for, its body, its timeout."""
+
+    def __init__(self, info: RequestInfo, body: _Body, timeout: float) -> None:
+        self.info, self.body, self.timeout = info, body, timeout
+
+    def start(self) -> tuple[int, Any]:
+        return _start(self.info, self.body, self.timeout)
+
+    def next_hop(self, response: Response) -> None:
+        """Follow `response`, a redirect: close it, and ask for where it points."""
+        response.close()
+        method, url, headers, drop = _redirect(response, self.info.method, self.info.headers)
+        self.info = RequestInfo(method, url, headers)
+        if drop or not isinstance(self.body, bytes):
+            self.body = b""
+
+
+class _BaseClient:
+    """What `Client` and `AsyncClient` share: their settings, and how a call is prepared."""
+
     def __init__(
         self,
-        base_url: str,
-        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None,
-        timeout: float | None | object,
-        follow_redirects: bool,
-        max_redirects: int,
+        *,
+        base_url: str = "",
+        headers: _HeaderItems = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        follow_redirects: bool = False,
+        max_redirects: int = DEFAULT_MAX_REDIRECTS,
     ) -> None:
         self.base_url = base_url
         self.headers = Headers(headers)
@@ -491,54 +491,40 @@ class _Settings:
         self.follow_redirects = follow_redirects
         self.max_redirects = max_redirects
 
-    def prepare(
-        self,
-        method: str,
-        url: str,
-        params: Mapping[str, Any] | None,
-        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None,
-        content: Content | None,
-        data: Mapping[str, Any] | None,
-        json: Any,
-        timeout: float | None | object,
-    ) -> tuple[RequestInfo, bytes | Iterable[bytes] | AsyncIterable[bytes], float]:
-        merged = self.headers.copy()
-        for name, value in Headers(headers).items():
-            merged[name] = value
-        body = _body(merged, content, data, json)
-        info = RequestInfo(method.upper(), _merge_url(self.base_url, url, params), merged)
-        return info, body, _timeout(timeout, self.timeout)
-
-
-class Client:
-    """Outbound HTTP without async: each call waits for its response (holding no thread the
-    server could use). `with Client(...) as client:` or `Client(...).get(...)`."""
-
-    def __init__(
-        self,
-        *,
-        base_url: str = "",
-        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
-        timeout: float | None = DEFAULT_TIMEOUT,
-        follow_redirects: bool = False,
-        max_redirects: int = DEFAULT_MAX_REDIRECTS,
-    ) -> None:
-        self._settings = _Settings(base_url, headers, timeout, follow_redirects, max_redirects)
-
-    def request(
+    def _prepare(
         self,
         method: str,
         url: str,
         *,
         params: Mapping[str, Any] | None = None,
-        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+        headers: _HeaderItems = None,
         content: Content | None = None,
         data: Mapping[str, Any] | None = None,
         json: Any = None,
         timeout: float | None = _UNSET,
         follow_redirects: bool | None = None,
-    ) -> Response:
-        response = self.send(method, url, params, headers, content, data, json, timeout, follow_redirects)
+    ) -> tuple[_Call, bool]:
+        """The call, and whether to follow its redirects."""
+        merged = self.headers.copy()
+        for name, value in Headers(headers).items():
+            merged[name] = value
+        body = _body(merged, content, data, json)
+        info = RequestInfo(method.upper(), _merge_url(self.base_url, url, params), merged)
+        follow = self.follow_redirects if follow_redirects is None else follow_redirects
+        return _Call(info, body, _timeout(timeout, self.timeout)), follow
+
+    def _too_many(self, call: _Call) -> TooManyRedirects:
+        return TooManyRedirects(f"more than {self.max_redirects} redirects", request=call.info)
+
+
+class Client(_BaseClient):
+    """Outbound HTTP without async: each call waits for its response (holding no thread the
+    server could use). `with Client(...) as client:` or `Client(...).get(...)`."""
+
+    def request(self, method: str, url: str, **kwargs: Any) -> Response:
+        """The response, its body read (`params`, `headers`, `content`, `data`, `json`,
+        `timeout`, `follow_redirects` as httpx's)."""
+        response = self.stream(method, url, **kwargs)
         try:
             response.read()
         finally:
@@ -548,51 +534,20 @@ class Client:
     def stream(self, method: str, url: str, **kwargs: Any) -> Response:
         """The response once its head arrived; read its body with `iter_bytes()`; `with` it
         (or `close()` it) to end the call."""
-        return self.send(
-            method,
-            url,
-            kwargs.get("params"),
-            kwargs.get("headers"),
-            kwargs.get("content"),
-            kwargs.get("data"),
-            kwargs.get("json"),
-            kwargs.get("timeout", _UNSET),
-            kwargs.get("follow_redirects"),
-        )
-
-    def send(
-        self,
-        method: str,
-        url: str,
-        params: Mapping[str, Any] | None,
-        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None,
-        content: Content | None,
-        data: Mapping[str, Any] | None,
-        json: Any,
-        timeout: float | None | object,
-        follow_redirects: bool | None,
-    ) -> Response:
-        settings = self._settings
-        info, body, seconds = settings.prepare(method, url, params, headers, content, data, json, timeout)
-        follow = settings.follow_redirects if follow_redirects is None else follow_redirects
-        for _ in range(settings.max_redirects + 1):
-            if not isinstance(body, (bytes, Iterable)):
+        call, follow = self._prepare(method, url, **kwargs)
+        for _ in range(self.max_redirects + 1):
+            if not isinstance(call.body, (bytes, Iterable)):
                 raise TypeError("an async iterable body needs AsyncClient")
-            call, rest = _start(info, body, seconds)
+            number, rest = call.start()
             if rest is not None:
-                chunks = iter(rest)
-                for chunk in chunks:
-                    _write(call, chunk, True, info)
-                _write(call, b"", False, info)
-            response = _head(call, info)
+                for chunk in rest:
+                    _write(number, chunk, True, call.info)
+                _write(number, b"", False, call.info)
+            response = _head(number, call.info)
             if not (follow and response.is_redirect):
                 return response
-            response.close()
-            method, url, moved_headers, drop = _redirect(response, info.method, info.headers)
-            info = RequestInfo(method, url, moved_headers)
-            if drop or not isinstance(body, bytes):
-                body = b""
-        raise TooManyRedirects(f"more than {settings.max_redirects} redirects", request=info)
+            call.next_hop(response)
+        raise self._too_many(call)
 
     def get(self, url: str, **kwargs: Any) -> Response:
         return self.request("GET", url, **kwargs)
@@ -644,35 +599,14 @@ class _Stream:
         return self._started.__await__()
 
 
-class AsyncClient:
-    """Outbound HTTP with async: `await client.get(...)`; calls awaited together (`asyncio.gather`)
-    run at once."""
+class AsyncClient(_BaseClient):
+    """Outbound HTTP with async: `await client.get(...)`; calls awaited together
+    (`asyncio.gather`) run at once."""
 
-    def __init__(
-        self,
-        *,
-        base_url: str = "",
-        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
-        timeout: float | None = DEFAULT_TIMEOUT,
-        follow_redirects: bool = False,
-        max_redirects: int = DEFAULT_MAX_REDIRECTS,
-    ) -> None:
-        self._settings = _Settings(base_url, headers, timeout, follow_redirects, max_redirects)
-
-    async def request(
-        self,
-        method: str,
-        url: str,
-        *,
-        params: Mapping[str, Any] | None = None,
-        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
-        content: Content | None = None,
-        data: Mapping[str, Any] | None = None,
-        json: Any = None,
-        timeout: float | None = _UNSET,
-        follow_redirects: bool | None = None,
-    ) -> Response:
-        response = await self.send(method, url, params, headers, content, data, json, timeout, follow_redirects)
+    async def request(self, method: str, url: str, **kwargs: Any) -> Response:
+        """The response, its body read (`params`, `headers`, `content`, `data`, `json`,
+        `timeout`, `follow_redirects` as httpx's)."""
+        response = await self._send(method, url, **kwargs)
         try:
             await response.aread()
         finally:
@@ -680,55 +614,28 @@ class AsyncClient:
         return response
 
     def stream(self, method: str, url: str, **kwargs: Any) -> _Stream:
-        return _Stream(
-            self.send(
-                method,
-                url,
-                kwargs.get("params"),
-                kwargs.get("headers"),
-                kwargs.get("content"),
-                kwargs.get("data"),
-                kwargs.get("json"),
-                kwargs.get("timeout", _UNSET),
-                kwargs.get("follow_redirects"),
-            )
-        )
+        """`async with client.stream(...) as r:` the response once its head arrived; read its
+        body with `aiter_bytes()`."""
+        return _Stream(self._send(method, url, **kwargs))
 
-    async def send(
-        self,
-        method: str,
-        url: str,
-        params: Mapping[str, Any] | None,
-        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None,
-        content: Content | None,
-        data: Mapping[str, Any] | None,
-        json: Any,
-        timeout: float | None | object,
-        follow_redirects: bool | None,
-    ) -> Response:
-        settings = self._settings
-        info, body, seconds = settings.prepare(method, url, params, headers, content, data, json, timeout)
-        follow = settings.follow_redirects if follow_redirects is None else follow_redirects
-        for _ in range(settings.max_redirects + 1):
-            call, rest = _start(info, body, seconds)
+    async def _send(self, method: str, url: str, **kwargs: Any) -> Response:
+        call, follow = self._prepare(method, url, **kwargs)
+        for _ in range(self.max_redirects + 1):
+            number, rest = call.start()
+            if isinstance(rest, AsyncIterable):
+                async for chunk in rest:
+                    _write(number, chunk, True, call.info)
+            elif rest is not None:
+                for chunk in rest:
+                    _write(number, chunk, True, call.info)
             if rest is not None:
-                if isinstance(rest, AsyncIterable):
-                    async for chunk in rest:
-                        _write(call, chunk, True, info)
-                else:
-                    for chunk in rest:
-                        _write(call, chunk, True, info)
-                _write(call, b"", False, info)
-            await _news(call)
-            response = _head(call, info)
+                _write(number, b"", False, call.info)
+            await _news(number)
+            response = _head(number, call.info)
             if not (follow and response.is_redirect):
                 return response
-            response.close()
-            method, url, moved_headers, drop = _redirect(response, info.method, info.headers)
-            info = RequestInfo(method, url, moved_headers)
-            if drop or not isinstance(body, bytes):
-                body = b""
-        raise TooManyRedirects(f"more than {settings.max_redirects} redirects", request=info)
+            call.next_hop(response)
+        raise self._too_many(call)
 
     async def get(self, url: str, **kwargs: Any) -> Response:
         return await self.request("GET", url, **kwargs)

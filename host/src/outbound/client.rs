@@ -45,6 +45,19 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// Record `error` as how the call ended (instead of its head, if none came yet), and wake
+    /// whoever waits.
+    pub fn fail(&self, error: CallError) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if state.head.is_none() {
+            state.head = Some(Err(error));
+        } else {
+            state.end = Some(Err(error));
+        }
+        drop(state);
+        self.notify();
+    }
+
     /// Wake whoever waits for this call's progress. A wake-up with nobody waiting is kept
     /// (`notify_one`), so that none is lost between a check and a wait.
     pub fn notify(&self) {
@@ -123,14 +136,7 @@ impl Exchange {
             error: None,
         };
         let failed = |error: CallError, outcome: &mut Outcome| {
-            let mut state = shared.state.lock().unwrap_or_else(|p| p.into_inner());
-            if state.head.is_none() {
-                state.head = Some(Err(error.clone()));
-            } else {
-                state.end = Some(Err(error.clone()));
-            }
-            drop(state);
-            shared.notify();
+            shared.fail(error.clone());
             outcome.error = Some(error);
         };
         let mut exchange = self;

@@ -260,7 +260,7 @@ impl Session {
                         "all {limit} of the project's outbound connections stayed in use for {}",
                         client::seconds(timeout)
                     ));
-                    fail(&failed, error.clone());
+                    failed.fail(error.clone());
                     client::Outcome {
                         status: None,
                         received: 0,
@@ -484,18 +484,6 @@ impl Session {
             .get_mut(&number)
             .ok_or_else(|| CallError::Invalid(format!("outbound call {number} is closed")))
     }
-}
-
-/// Record `error` as call's end.
-fn fail(shared: &Shared, error: CallError) {
-    let mut state = shared.state.lock().unwrap_or_else(|p| p.into_inner());
-    if state.head.is_none() {
-        state.head = Some(Err(error));
-    } else {
-        state.end = Some(Err(error));
-    }
-    drop(state);
-    shared.notify();
 }
 
 /// The metric label of a failure.

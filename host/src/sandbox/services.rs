@@ -4,10 +4,12 @@
 //! library's compiled modules (`super::stdlib`); and `passwords`, password hashing at native
 //! speed (`crate::passwords`); and `environment`, the settings and secrets the operator gives
 //! (`crate::environment`); and `background`, which sends a request's response before its
-//! background tasks run (`super::Sandbox::handle`). Each impl here only adapts the generated
+//! background tasks run (`super::Sandbox::handle`); and `outbound`, route code's HTTP calls
+//! through the project's gate (`crate::outbound`). Each impl here only adapts the generated
 //! trait to the service's own module.
 //!
-//! These are the only calls out of the sandbox besides WASI's clock, randomness and stdio.
+//! These are the only calls out of the sandbox besides WASI's clock, randomness and stdio;
+//! `outbound` is the only one that reaches the network.
 
 use std::time::Duration;
 
