@@ -711,3 +711,40 @@ fn dev_applies_an_edited_allow_list_at_once() {
         server.log()
     );
 }
+
+#[test]
+fn calls_waiting_on_the_network_leave_the_guest_threads_to_other_requests() {
+    let remote = Remote::http();
+    let a = remote.port;
+    // As many waiting calls as this machine has guest threads (one per core).
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let config = format!(
+        "{}server = {{\"workers\": {}}}\n",
+        allowing(&[format!("http://127.0.0.1:{a}")], ""),
+        threads + 2
+    );
+    let project = project(&config);
+    let server = Server::dev(&project);
+    let slow = json!({"url": format!("http://127.0.0.1:{a}/hold?ms=4000")});
+    std::thread::scope(|s| {
+        let waiting: Vec<_> = (0..threads)
+            .map(|_| s.spawn(|| call(&server, slow.clone())))
+            .collect();
+        assert!(
+            support::eventually(Duration::from_secs(10), || remote.held() == threads),
+            "{}",
+            server.log()
+        );
+        // Every guest thread's request waits on the network: another request still runs now.
+        let got = call(&server, json!({"url": "http://127.0.0.1:1/"}));
+        assert_eq!(got["error"], "OutboundRefused", "{got}");
+        assert_eq!(
+            remote.held(),
+            threads,
+            "the other request waited for the held calls"
+        );
+        for waiting in waiting {
+            assert_eq!(waiting.join().unwrap()["status"], 200);
+        }
+    });
+}

@@ -129,6 +129,11 @@ impl Remote {
         }
     }
 
+    /// The `/hold` requests held now.
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::SeqCst)
+    }
+
     /// The most `/hold` requests held at once so far.
     pub fn most_held(&self) -> usize {
         self.most_held.load(Ordering::Relaxed)
