@@ -59,7 +59,7 @@ pub enum CallError {
 /// The bounds of outbound calls: per request, and the tenant's connections.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Bounds {
-    /// Calls one request may make (each redirect hop is a call).
+    /// Calls one request may make (each redirect hop is a call, and so is a refused one).
     pub calls: u32,
     /// Calls one request may have open at once.
     pub concurrent: u32,
@@ -204,6 +204,11 @@ impl Session {
     pub fn start(&mut self, request: Request, body: Vec<u8>, more: bool) -> Result<u32, CallError> {
         let started = Instant::now();
         let checked = self.check(&request);
+        // A refused or malformed call counts as made too, so that a loop of them ends at
+        // `max_calls` (and its log lines with it).
+        if !matches!(checked, Err(CallError::Limit(_))) {
+            self.made += 1;
+        }
         let (method, target, timeout) = match checked {
             Ok(checked) => checked,
             Err(error) => {
@@ -218,7 +223,6 @@ impl Session {
         };
         let number = self.next;
         self.next += 1;
-        self.made += 1;
         let shared = Arc::new(Shared {
             state: Mutex::new(Default::default()),
             room: Notify::new(),
