@@ -61,12 +61,14 @@ const ROUTES: &[(&str, &str)] = &[
         r#"
         from filerouter import http
 
-        async def GET(request, url: str):
+        async def GET(request, url: str, stop: int = 0):
             total = 0
             try:
                 async with http.AsyncClient().stream("GET", url) as r:
                     async for chunk in r.aiter_bytes():
                         total += len(chunk)
+                        if stop and total >= stop:
+                            break
             except http.HTTPError as e:
                 return {"error": type(e).__name__, "message": str(e), "bytes": total}
             return {"status": r.status_code, "bytes": total}
@@ -613,6 +615,12 @@ fn a_tenant_cannot_use_another_tenants_allowance() {
         holder.join().unwrap()
     });
     assert_eq!(holder["status"], 200, "{holder}");
+    // A call the guest closes before its body ended is counted as closed.
+    let huge = q(&format!("{a_origin}/huge?mb=8"));
+    let (status, body) =
+        support::admin::get(&server, "a.test", &format!("/stream?url={huge}&stop=1"))
+            .expect("GET /stream");
+    assert_eq!(status, 200, "{body}");
 
     // The admin metrics count each tenant's calls by how they ended.
     let admin = support::admin::admin_address(&server);
@@ -651,6 +659,19 @@ fn a_tenant_cannot_use_another_tenants_allowance() {
         ) > 0.0
     );
     assert!(!text.contains("/slow"), "paths are never labels:\n{text}");
+    // The call dropped with its request counts as closed (its task may take a moment to end).
+    let closed = "filerouter_tenant_outbound_calls_total{tenant=\"a\",status=\"closed\"} 1";
+    assert!(
+        support::eventually(Duration::from_secs(5), || {
+            support::admin::client(Duration::from_secs(10))
+                .get(format!("http://{admin}/metrics"))
+                .send()
+                .ok()
+                .and_then(|r| r.text().ok())
+                .is_some_and(|text| text.contains(closed))
+        }),
+        "no {closed} in the metrics"
+    );
 }
 
 #[test]

@@ -304,7 +304,7 @@ fn outbound_samples(
         out.sample(
             "filerouter_tenant_outbound_calls_total",
             "counter",
-            "The tenant's outbound HTTP calls by how they ended: the response's status, or refused, invalid, limit, timeout, network.",
+            "The tenant's outbound HTTP calls by how they ended: the response's status, or refused, invalid, limit, timeout, network, or closed (dropped before its end by the guest or with its request).",
             &with,
             *count as f64,
         );

@@ -86,7 +86,9 @@ impl Default for Bounds {
 /// A project's outbound statistics, for the admin metrics; kept across reloads.
 #[derive(Default)]
 pub struct Metrics {
-    /// Calls by how they ended: the status code, or `refused`, `limit`, `timeout`, `network`.
+    /// Calls by how they ended: the status code, or `refused`, `invalid`, `limit`, `timeout`,
+    /// `network`, or `closed` (dropped before its end: closed by the guest, or its request
+    /// ended).
     pub ended: Mutex<BTreeMap<String, u64>>,
     pub received_bytes: AtomicU64,
     pub sent_bytes: AtomicU64,
@@ -251,6 +253,11 @@ impl Session {
         let metrics = self.gate.metrics.clone();
         let failed = shared.clone();
         let task = tokio::spawn(async move {
+            let mut unended = Unended {
+                metrics: metrics.clone(),
+                started,
+                armed: true,
+            };
             let origin = target.origin.to_string();
             // The tenant's connections: wait for one as long as the call's timeout.
             let permit = match tokio::time::timeout(timeout, connections.acquire_owned()).await {
@@ -279,6 +286,7 @@ impl Session {
                 (None, None) => "network".to_string(),
             };
             metrics.record(&ended, outcome.received, elapsed);
+            unended.armed = false;
             match (&outcome.error, outcome.status) {
                 (None, Some(status)) => tracing::info!(
                     "outbound {method} {origin} {status} in {} ms, {} bytes",
@@ -487,6 +495,22 @@ impl Session {
         self.calls
             .get_mut(&number)
             .ok_or_else(|| CallError::Invalid(format!("outbound call {number} is closed")))
+    }
+}
+
+/// Counts a call whose task was dropped before it ended (the guest closed it, or its request
+/// ended) as `closed`, so that every call started is counted once.
+struct Unended {
+    metrics: Arc<Metrics>,
+    started: Instant,
+    armed: bool,
+}
+
+impl Drop for Unended {
+    fn drop(&mut self) {
+        if self.armed {
+            self.metrics.record("closed", 0, self.started.elapsed());
+        }
     }
 }
 
