@@ -19,3 +19,6 @@ commands = {}
 environment = {"names": [], "optional": []}
 # Settings of your own, read anywhere as `filerouter.settings["name"]`.
 settings = {}
+# Other HTTP services route code may call (`from filerouter import http`, or urllib.request):
+# origins such as "https://api.stripe.com" or "https://*.example.com"; nothing by default.
+outbound = {"allow": []}
