@@ -53,16 +53,8 @@ for label in "${!BINS[@]}"; do
   "${BINS[$label]}" build --project "$OUT/$label" >/dev/null 2>&1
 done
 
-# The pids of a process and all its descendants.
-tree() {
-  local pids="$1" queue="$1" next p
-  while [ -n "$queue" ]; do
-    next=""
-    for p in $queue; do next="$next $(ps -o pid= --ppid "$p" 2>/dev/null || true)"; done
-    queue="$(echo $next)"; pids="$pids $queue"
-  done
-  echo $pids
-}
+# The process-tree helpers: tree, cpu_ticks.
+source bench/proc.sh
 # utime+stime (ticks), minflt, majflt summed over a process tree.
 counters() {
   local t=0 mi=0 ma=0 p f

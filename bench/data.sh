@@ -63,26 +63,8 @@ function request()
 end
 EOF
 
-# The pids of a process and all its descendants.
-tree() {
-  local pids="$1" queue="$1" next p
-  while [ -n "$queue" ]; do
-    next=""
-    for p in $queue; do next="$next $(ps -o pid= --ppid "$p" 2>/dev/null || true)"; done
-    queue="$(echo $next)"; pids="$pids $queue"
-  done
-  echo $pids
-}
-# utime+stime (ticks) summed over a process tree.
-cpu_ticks() {
-  local t=0 p f
-  for p in $(tree "$1"); do
-    f=($(sed 's/^.*) //' /proc/"$p"/stat 2>/dev/null)) || continue
-    [ "${#f[@]}" -gt 13 ] || continue
-    t=$((t + f[11] + f[12]))   # after "pid (comm) ": utime=11 stime=12
-  done
-  echo "$t"
-}
+# The process-tree helpers: tree, cpu_ticks.
+source bench/proc.sh
 start() { # command... ; sets SERVER and waits for the first answer
   if curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$PORT/"; then
     echo "something already listens on port $PORT" >&2; exit 1

@@ -59,16 +59,8 @@ OUT="$(mktemp -d)"
 SERVER=""
 UPSTREAM=""
 
-# The pids of a process and all its descendants.
-tree() {
-  local pids="$1" queue="$1" next p
-  while [ -n "$queue" ]; do
-    next=""
-    for p in $queue; do next="$next $(ps -o pid= --ppid "$p" 2>/dev/null || true)"; done
-    queue="$(echo $next)"; pids="$pids $queue"
-  done
-  echo $pids
-}
+# The process-tree helpers: tree, cpu_ticks.
+source bench/proc.sh
 killtree() { # pid: the process and its descendants, and waits for it
   [ -n "$1" ] || return 0
   kill $(tree "$1") 2>/dev/null || true
@@ -81,17 +73,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# utime+stime (ticks) summed over a process tree.
-cputicks() {
-  local t=0 p f
-  for p in $(tree "$1"); do
-    f=($(sed 's/^.*) //' /proc/"$p"/stat 2>/dev/null)) || continue
-    [ "${#f[@]}" -gt 13 ] || continue
-    # after "pid (comm) ": state=0 ppid=1 ... utime=11 stime=12
-    t=$((t + f[11] + f[12]))
-  done
-  echo "$t"
-}
 
 # The JSON object every endpoint answers with (also a Python literal: no true, false or null).
 ITEM='{"id": 42, "name": "item42", "price": 9.5, "tags": ["a", "b"], "stock": 3}'
@@ -208,9 +189,9 @@ measure() { # label command...
   for path in $ENDPOINTS; do
     wrk -t1 -c"$CONNS" -d2s "http://127.0.0.1:$PORT$path" >/dev/null
     for _ in $(seq "$RUNS"); do
-      t0="$(cputicks "$SERVER")"; u0="$(cputicks "$UPSTREAM")"
+      t0="$(cpu_ticks "$SERVER")"; u0="$(cpu_ticks "$UPSTREAM")"
       wrk -t1 -c"$CONNS" -d"$DURATION" "http://127.0.0.1:$PORT$path" > "$OUT/wrk.txt"
-      t1="$(cputicks "$SERVER")"; u1="$(cputicks "$UPSTREAM")"
+      t1="$(cpu_ticks "$SERVER")"; u1="$(cpu_ticks "$UPSTREAM")"
       n="$(awk '/requests in/{print $1}' "$OUT/wrk.txt")"
       rps="$(awk '/Requests\/sec/{print $2}' "$OUT/wrk.txt")"
       errors="$(awk '/Non-2xx/{n+=$NF} /Socket errors/{gsub(/,/,""); n+=$4+$6+$8+$10} END{print n+0}' "$OUT/wrk.txt")"
