@@ -50,7 +50,8 @@ class _Body(io.RawIOBase):
 
 
 def _open(req):
-    timeout = req.timeout if isinstance(req.timeout, (int, float)) and req.timeout > 0 else _http.DEFAULT_TIMEOUT
+    # urlopen's default timeout (none given) is the project's `outbound["timeout_s"]`.
+    timeout = req.timeout if isinstance(req.timeout, (int, float)) and req.timeout > 0 else _http.PROJECT_TIMEOUT
     headers = dict(req.unredirected_hdrs)
     headers.update({k: v for k, v in req.headers.items() if k not in headers})
     pairs = [(name.title(), value) for name, value in headers.items() if name.lower() not in _HOST_HEADERS]

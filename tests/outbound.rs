@@ -24,9 +24,11 @@ const ROUTES: &[(&str, &str)] = &[
 
         async def POST(request):
             spec = await request.json()
+            # No "timeout": the call names none (the project's); null: None (no timeout of its own).
+            options = {"timeout": spec["timeout"]} if "timeout" in spec else {}
             try:
                 r = await http.request(
-                    spec.get("method", "GET"), spec["url"], timeout=spec.get("timeout", 10),
+                    spec.get("method", "GET"), spec["url"], **options,
                     follow_redirects=spec.get("follow", False), content=spec.get("content"),
                 )
             except http.HTTPError as e:
@@ -97,7 +99,7 @@ const ROUTES: &[(&str, &str)] = &[
 
         def GET(request, url: str):
             try:
-                with urllib.request.urlopen(url, timeout=10) as r:
+                with urllib.request.urlopen(url) as r:
                     return {"status": r.status, "json": json.loads(r.read())}
             except urllib.error.HTTPError as e:
                 return {"error": "HTTPError", "status": e.code}
@@ -462,6 +464,31 @@ fn gathered_calls_run_at_once_and_per_request_bounds_hold() {
         got.as_array().unwrap().contains(&json!("LimitExceeded")),
         "{got}"
     );
+}
+
+#[test]
+fn a_call_without_a_timeout_has_the_projects_and_none_means_the_wall_time() {
+    let remote = Remote::http();
+    let a = remote.port;
+    let config = format!(
+        "{}sandbox = {{\"wall_s\": 20}}\n",
+        allowing(&[format!("http://127.0.0.1:{a}")], "\"timeout_s\": 0.5")
+    );
+    let project = project(&config);
+    let server = Server::dev(&project);
+    let slow = format!("http://127.0.0.1:{a}/slow?ms=1500");
+    // No timeout named: config.py's outbound["timeout_s"].
+    let got = call(&server, json!({"url": slow}));
+    assert_eq!(got["error"], "TimeoutException", "{got}");
+    assert!(got["message"].as_str().unwrap().contains("0.5s"), "{got}");
+    let got = get(&server, &format!("/urllib?url={}", q(&slow)));
+    assert_eq!(got["reason"], "TimeoutException", "{got}");
+    // timeout=None: none of its own, only what is left of wall_s.
+    let got = call(&server, json!({"url": slow, "timeout": null}));
+    assert_eq!(got["status"], 200, "{got}");
+    // A timeout named: that one.
+    let got = call(&server, json!({"url": slow, "timeout": 5}));
+    assert_eq!(got["status"], 200, "{got}");
 }
 
 #[test]

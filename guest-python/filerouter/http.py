@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import json as _json
+import math
 import urllib.parse
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any
@@ -68,7 +69,10 @@ __all__ = [
     "request",
 ]
 
-DEFAULT_TIMEOUT = 10.0
+# What a call sends as its timeout when it names none: the project's `outbound["timeout_s"]`
+# (10 s unless config.py says otherwise). `timeout=None` sends infinity: no timeout of its own,
+# only what is left of the request's `wall_s`.
+PROJECT_TIMEOUT = 0.0
 DEFAULT_MAX_REDIRECTS = 20
 _CHUNK = 64 * 1024
 _REDIRECTS = (301, 302, 303, 307, 308)
@@ -391,7 +395,7 @@ def _timeout(value: float | None | object, default: float) -> float:
     if value is _UNSET:
         return default
     if value is None:
-        return 0.0  # no timeout of its own: the host's bound (the request's wall_s) holds
+        return math.inf  # no timeout of its own: what is left of the request's wall_s holds
     if isinstance(value, (int, float)) and value > 0:
         return float(value)
     raise TypeError(f"timeout must be a positive number of seconds or None, not {value!r}")
@@ -481,13 +485,13 @@ class _BaseClient:
         *,
         base_url: str = "",
         headers: _HeaderItems = None,
-        timeout: float | None = DEFAULT_TIMEOUT,
+        timeout: float | None = _UNSET,
         follow_redirects: bool = False,
         max_redirects: int = DEFAULT_MAX_REDIRECTS,
     ) -> None:
         self.base_url = base_url
         self.headers = Headers(headers)
-        self.timeout = _timeout(timeout, DEFAULT_TIMEOUT)
+        self.timeout = _timeout(timeout, PROJECT_TIMEOUT)
         self.follow_redirects = follow_redirects
         self.max_redirects = max_redirects
 

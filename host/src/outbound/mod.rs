@@ -358,10 +358,11 @@ impl Session {
             .check_origin(&target.origin)
             .map_err(CallError::Refused)?;
         let left = self.deadline.saturating_duration_since(Instant::now());
-        let asked = if request.timeout_s.is_finite() && request.timeout_s > 0.0 {
-            Duration::try_from_secs_f64(request.timeout_s).unwrap_or(left)
-        } else {
-            bounds.timeout
+        // Infinity: no timeout of the call's own; 0 (or anything else not positive): the
+        // project's.
+        let asked = match request.timeout_s {
+            t if t > 0.0 => Duration::try_from_secs_f64(t).unwrap_or(left),
+            _ => bounds.timeout,
         };
         Ok((method, target, asked.min(left)))
     }
