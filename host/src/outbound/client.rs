@@ -301,16 +301,10 @@ impl Exchange {
     }
 
     fn request(&mut self) -> Result<hyper::Request<BoxBody<Bytes, std::io::Error>>, CallError> {
-        let origin = &self.target.origin;
         let mut builder = hyper::Request::builder()
             .method(self.method.clone())
-            .uri(&self.target.path_and_query);
-        let host = if origin.port == origin.scheme.default_port() {
-            origin.host.to_string()
-        } else {
-            format!("{}:{}", origin.host, origin.port)
-        };
-        builder = builder.header(hyper::header::HOST, host);
+            .uri(&self.target.path_and_query)
+            .header(hyper::header::HOST, self.target.origin.authority());
         for (name, value) in &self.headers {
             builder = builder.header(name.as_str(), value.as_str());
         }

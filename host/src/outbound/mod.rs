@@ -466,8 +466,7 @@ impl Session {
                 if let Some(Err(e)) = &state.head {
                     return Err(e.clone());
                 }
-                if let Some(chunk) = state.chunks.pop_front() {
-                    let mut chunk = chunk;
+                if let Some(mut chunk) = state.chunks.pop_front() {
                     if chunk.len() > max.max(1) {
                         let rest = chunk.split_off(max.max(1));
                         state.chunks.push_front(rest);

@@ -89,13 +89,20 @@ pub struct Origin {
     pub port: u16,
 }
 
+impl Origin {
+    /// `host[:port]`, the port only when it is not the scheme's: the `Host` header's value.
+    pub fn authority(&self) -> String {
+        if self.port == self.scheme.default_port() {
+            self.host.to_string()
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
 impl std::fmt::Display for Origin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}://{}", self.scheme.as_str(), self.host)?;
-        if self.port != self.scheme.default_port() {
-            write!(f, ":{}", self.port)?;
-        }
-        Ok(())
+        write!(f, "{}://{}", self.scheme.as_str(), self.authority())
     }
 }
 
