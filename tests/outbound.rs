@@ -30,6 +30,7 @@ const ROUTES: &[(&str, &str)] = &[
                 r = await http.request(
                     spec.get("method", "GET"), spec["url"], **options,
                     follow_redirects=spec.get("follow", False), content=spec.get("content"),
+                    headers=spec.get("headers"),
                 )
             except http.HTTPError as e:
                 return {"error": type(e).__name__, "message": str(e)}
@@ -302,6 +303,27 @@ fn every_ssrf_shape_is_refused_and_reaches_nothing() {
     );
     assert_eq!(got["reason"], "OutboundRefused", "{got}");
     assert_eq!(wire.connections(), 0, "{}", server.log());
+}
+
+#[test]
+fn headers_that_would_smuggle_or_override_are_refused_before_sending() {
+    let wire = Tripwire::new();
+    let project = project(&allowing(&[format!("http://127.0.0.1:{}", wire.port)], ""));
+    let server = Server::dev(&project);
+    let url = format!("http://127.0.0.1:{}/", wire.port);
+    for headers in [
+        json!({"x-a": "1\r\nHost: evil.test"}),
+        json!({"bad name": "1"}),
+        json!({"Host": "evil.test"}),
+        json!({"Content-Length": "0"}),
+        json!({"Transfer-Encoding": "chunked"}),
+    ] {
+        let got = call(&server, json!({"url": url, "headers": headers}));
+        assert_eq!(got["error"], "InvalidURL", "{headers}: {got}");
+    }
+    let got = call(&server, json!({"url": url, "method": "GET\r\nX"}));
+    assert_eq!(got["error"], "InvalidURL", "{got}");
+    assert_eq!(wire.connections(), 0);
 }
 
 #[test]

@@ -666,6 +666,20 @@ mod tests {
         assert_eq!(
             line("[tenant.a]\nproject = \"a\"\nhosts = [\"a.test\"]\ndatabase = \"x\"\n"),
             4
+        ); // A bad outbound entry or bound names its line and what is wrong.
+        let error = parse(
+            "[tenant.a]\nproject = \"a\"\nhosts = [\"a.test\"]\noutbound = [\"https://x.com/v1\"]\n",
+        )
+        .unwrap_err();
+        assert_eq!(error.line, 4);
+        assert!(error.message.contains("not an origin"), "{error}");
+        assert_eq!(
+            line("[tenant.a]\nproject = \"a\"\nhosts = [\"a.test\"]\noutbound_connections = 0\n"),
+            4
+        );
+        assert_eq!(
+            line("[tenant.a]\nproject = \"a\"\nhosts = [\"a.test\"]\noutbound = \"*\"\n"),
+            4
         );
     }
 
