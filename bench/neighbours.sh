@@ -11,7 +11,9 @@
 # concurrency cap, and as many queued behind) busy on
 #   - `/sleep?s=4.5` (a handler blocked in `time.sleep`: holds an instance, uses no CPU), then
 #   - `/cpu?ms=500` (a 500 ms CPU loop).
-# Each line gives the victim's p50/p99/max and the p99 against the alone figure, and the
+# Each line gives the victim's p50/p99/max as its client saw them and the p99 against the alone
+# figure, then the p50/p99 the server timed (its access log: from the request's head read to
+# the answer ready; the client's own wake-ups and the network left out), and at the end the
 # server's CPU time per request over the whole run (utime + stime from /proc/PID/stat).
 # Knobs: RATE, PACED_S, ATTACK, WORKERS, PREV_BIN.
 set -euo pipefail
@@ -54,14 +56,21 @@ measure() {
     done
   } > "$config"
   local out; out="$(mktemp -d)"
-  "$bin" run --tenants "$config" --port "$PORT" --workers "$WORKERS" >"$out/server.log" 2>&1 &
+  RUST_LOG=access=info,warn "$bin" run --tenants "$config" --port "$PORT" --workers "$WORKERS" >"$out/server.log" 2>&1 &
   local server=$!
   for _ in $(seq 100); do curl -fsS -o /dev/null -H 'Host: victim.bench' "http://127.0.0.1:$PORT/" 2>/dev/null && break; sleep 0.1; done
   for name in a1 a2 a3 a4; do curl -fsS -o /dev/null -H "Host: $name.bench" "http://127.0.0.1:$PORT/"; done
   local before; before=$(awk '{print $14 + $15}' "/proc/$server/stat")
   paced() { nice -n -10 python3 bench/paced.py "http://127.0.0.1:$PORT/" --host victim.bench --rate "$RATE" --duration "$PACED_S"; }
+  # The victim's answers as the server timed them, from access-log line $1 on (only the
+  # victim asks for `/` while the paced client runs).
+  server_side() {
+    tail -n +"$1" "$out/server.log" | { grep -E ' GET / 200 ' || true; } | sed -E 's/.* ([0-9.]+)ms.*/\1/' | sort -n |
+      awk '{a[NR] = $1} END {if (NR) printf "server-side p50 %.1f ms, p99 %.1f ms", a[int(NR * 0.5) + 1], a[int(NR * 0.99) + 1]}'
+  }
+  local from; from=$(($(wc -l <"$out/server.log") + 1))
   local alone; alone=$(paced)
-  echo "$label: victim alone, paced ($RATE req/s): $alone"
+  echo "$label: victim alone, paced ($RATE req/s): $alone; $(server_side "$from")"
   local alone_p99; alone_p99=$(sed -E 's/.*p99 ([0-9.]+) ms.*/\1/' <<<"$alone")
   local answers=$((RATE * PACED_S))
   for attack in "sleep?s=4.5" "cpu?ms=500"; do
@@ -71,12 +80,13 @@ measure() {
       pids+=($!)
     done
     sleep 3
+    from=$(($(wc -l <"$out/server.log") + 1))
     local noisy; noisy=$(paced)
     wait "${pids[@]}"
     local p99; p99=$(sed -E 's/.*p99 ([0-9.]+) ms.*/\1/' <<<"$noisy")
     local served; served=$(cat "$out"/a?.txt | awk '/requests in/ {n += $1} END {print n}')
     answers=$((answers + RATE * PACED_S + served))
-    echo "$label: victim while 4 tenants x $ATTACK connections run /$attack: $noisy; p99 $(awk -v a="$alone_p99" -v b="$p99" 'BEGIN {printf "%+.0f%%", (b / a - 1) * 100}') against alone; attackers answered $served"
+    echo "$label: victim while 4 tenants x $ATTACK connections run /$attack: $noisy; p99 $(awk -v a="$alone_p99" -v b="$p99" 'BEGIN {printf "%+.0f%%", (b / a - 1) * 100}') against alone; $(server_side "$from"); attackers answered $served"
   done
   local after; after=$(awk '{print $14 + $15}' "/proc/$server/stat")
   awk -v t=$((after - before)) -v hz="$HZ" -v q="$answers" -v l="$label" \
