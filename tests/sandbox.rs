@@ -200,7 +200,10 @@ fn a_runaway_loop_gets_504_while_others_are_served() {
             "routes/spin/route.py",
             "def GET(request):\n    while True:\n        pass\n".to_string(),
         )],
-        "sandbox = {'timeout_s': 2}\n",
+        // The CPU limit well below the wall-clock one: with both at 2 s (`timeout_s`), time
+        // the call spent blocked on the host (reading route files on a busy machine) could
+        // make the wall-clock limit trip first, and the log name `wall_s` instead.
+        "sandbox = {'cpu_ms': 2000, 'wall_s': 10}\n",
     );
     let server = Server::dev(&project);
     let url = server.url("/spin");
