@@ -159,18 +159,12 @@ async fn reload(app: &App, changed: Changed) -> bool {
             Ok(loaded) => {
                 let limits = loaded.limits();
                 if &limits != sandbox.limits() {
-                    match sandbox.with_limits(limits) {
-                        Ok(updated) => sandbox = updated,
-                        Err(e) => tracing::error!("config.py: {e}"),
-                    }
+                    sandbox = sandbox.with_limits(limits);
                 }
                 if loaded.outbound != settings.outbound {
                     let metrics = sandbox.outbound().metrics().clone();
                     match loaded.outbound.gate(None, metrics) {
-                        Ok(gate) => match sandbox.with_outbound(gate) {
-                            Ok(updated) => sandbox = updated,
-                            Err(e) => tracing::error!("config.py: {e}"),
-                        },
+                        Ok(gate) => sandbox = sandbox.with_outbound(gate),
                         Err(e) => tracing::error!("config.py: outbound: {e}"),
                     }
                 }
@@ -194,10 +188,7 @@ async fn reload(app: &App, changed: Changed) -> bool {
                 if let Some(missing) = gathered.missing_message(false) {
                     tracing::warn!("{missing}");
                 }
-                match sandbox.with_environment(gathered.environment) {
-                    Ok(updated) => sandbox = updated,
-                    Err(e) => tracing::error!("environment: {e}"),
-                }
+                sandbox = sandbox.with_environment(gathered.environment);
             }
             Err(e) => {
                 tracing::error!("{e} (keeping the last good values)");
@@ -215,19 +206,16 @@ async fn reload(app: &App, changed: Changed) -> bool {
     let mut plugins_broken = false;
     if changed.plugins || settings.plugins != current.settings.plugins {
         match crate::plugins::load_in_background(&app.root, &settings.plugins).await {
-            Ok(plugins) => match sandbox.with_plugins(plugins) {
-                Ok(updated) => {
-                    tracing::info!("plugins reloaded");
-                    sandbox = updated;
-                    if config_error
-                        .as_ref()
-                        .is_some_and(|f| f.kind == PLUGIN_ERROR)
-                    {
-                        config_error = None;
-                    }
+            Ok(plugins) => {
+                tracing::info!("plugins reloaded");
+                sandbox = sandbox.with_plugins(plugins);
+                if config_error
+                    .as_ref()
+                    .is_some_and(|f| f.kind == PLUGIN_ERROR)
+                {
+                    config_error = None;
                 }
-                Err(e) => tracing::error!("plugins: {e}"),
-            },
+            }
             Err(e) => {
                 tracing::error!("{e} (keeping the last good plugins)");
                 plugins_broken = true;

@@ -87,9 +87,9 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
     let plugins = crate::plugins::load_in_background(&root, &settings.plugins).await?;
     // The build sees what config.py declares for route code, never a value: the cache holds none.
     let sandbox = boot
-        .with_limits(settings.limits())?
-        .with_plugins(plugins.clone())?
-        .with_environment(settings.declared_environment())?;
+        .with_limits(settings.limits())
+        .with_plugins(plugins.clone())
+        .with_environment(settings.declared_environment());
     let project = Project::load(&root, &sandbox, None, None).await;
     check(&project)?;
     let files = sources(&routes_dir)?;

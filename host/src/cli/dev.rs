@@ -67,17 +67,17 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let migration_error = reload::migrate(&root, &data).await;
     let sandbox = Sandbox::with_data(engine, Some(&routes_dir), settings.limits(), data, queue)?;
     let plugins = crate::plugins::load_in_background(&root, &settings.plugins).await?;
-    let sandbox = sandbox.with_plugins(plugins.clone())?;
+    let sandbox = sandbox.with_plugins(plugins.clone());
     let environment = settings.project_environment(&root).await?;
     if let Some(missing) = environment.missing_message(false) {
         tracing::warn!("{missing} (reading it raises KeyError until then)");
     }
-    let sandbox = sandbox.with_environment(environment.environment)?;
+    let sandbox = sandbox.with_environment(environment.environment);
     let gate = settings
         .outbound
         .gate(None, Default::default())
         .map_err(|e| anyhow::anyhow!("config.py: outbound: {e}"))?;
-    let sandbox = sandbox.with_outbound(gate)?;
+    let sandbox = sandbox.with_outbound(gate);
     let overrides = match &args.overrides {
         Some(file) => Some(
             DependencyOverrides::new(&root, file)

@@ -181,8 +181,11 @@ pub struct Sandbox {
     inner: Arc<Inner>,
 }
 
+#[derive(Clone)]
 struct Inner {
     guest: engine::Guest,
+    /// The guest linked to the host's interfaces: made once per guest, since linking
+    /// depends on none of the fields below; every variant of the sandbox shares it.
     pre: RouterPre<CallState>,
     /// Preopened read-only as `/routes` in development; `None` in production, where the route
     /// modules are in the baked guest and instances see no files.
@@ -288,71 +291,47 @@ impl Sandbox {
         })
     }
 
+    /// This sandbox with `change` made: the same linked guest, so it cannot fail.
+    fn rebuilt(&self, change: impl FnOnce(&mut Inner)) -> Self {
+        let mut inner = (*self.inner).clone();
+        change(&mut inner);
+        Self {
+            inner: Arc::new(inner),
+        }
+    }
+
     /// The same guest and project with other limits (after `config.py` changed).
-    pub fn with_limits(&self, limits: Limits) -> Result<Self, SandboxError> {
-        self.reconfigured(limits, self.inner.data.clone())
+    pub fn with_limits(&self, limits: Limits) -> Self {
+        self.rebuilt(|inner| inner.limits = limits)
     }
 
     /// The same guest, project and plugins with other limits and data (a tenant reconfigured).
-    pub fn reconfigured(&self, limits: Limits, data: Data) -> Result<Self, SandboxError> {
-        Self::with_store(
-            self.inner.guest.clone(),
-            self.inner.routes_dir.as_deref(),
-            limits,
-            data,
-            self.inner.plugins.clone(),
-            self.inner.queue.clone(),
-            self.inner.environment.clone(),
-            self.inner.outbound.clone(),
-        )
+    pub fn reconfigured(&self, limits: Limits, data: Data) -> Self {
+        self.rebuilt(|inner| {
+            inner.limits = limits;
+            inner.data = data;
+        })
     }
 
     /// The same guest and project with other plugins (at start, and when `dev` reloads them).
-    pub fn with_plugins(&self, plugins: impl PluginSet + 'static) -> Result<Self, SandboxError> {
+    pub fn with_plugins(&self, plugins: impl PluginSet + 'static) -> Self {
         let plugins: Arc<dyn PluginSet> = Arc::new(plugins);
-        Self::with_store(
-            self.inner.guest.clone(),
-            self.inner.routes_dir.as_deref(),
-            self.inner.limits.clone(),
-            self.inner.data.clone(),
-            Some(plugins),
-            self.inner.queue.clone(),
-            self.inner.environment.clone(),
-            self.inner.outbound.clone(),
-        )
+        self.rebuilt(|inner| inner.plugins = Some(plugins))
     }
 
     /// The same guest, project and plugins with other settings and secrets for route code (at
     /// start, and when `dev` reloads `config.py` or the env file).
-    pub fn with_environment(&self, environment: Environment) -> Result<Self, SandboxError> {
-        Self::with_store(
-            self.inner.guest.clone(),
-            self.inner.routes_dir.as_deref(),
-            self.inner.limits.clone(),
-            self.inner.data.clone(),
-            self.inner.plugins.clone(),
-            self.inner.queue.clone(),
-            environment,
-            self.inner.outbound.clone(),
-        )
+    pub fn with_environment(&self, environment: Environment) -> Self {
+        self.rebuilt(|inner| {
+            inner.declared = environment.without_values();
+            inner.environment = environment;
+        })
     }
 
     /// The same guest, project and plugins with another outbound gate (at start, and when
     /// `config.py` or the tenants file changes).
-    pub fn with_outbound(
-        &self,
-        outbound: Arc<crate::outbound::Gate>,
-    ) -> Result<Self, SandboxError> {
-        Self::with_store(
-            self.inner.guest.clone(),
-            self.inner.routes_dir.as_deref(),
-            self.inner.limits.clone(),
-            self.inner.data.clone(),
-            self.inner.plugins.clone(),
-            self.inner.queue.clone(),
-            self.inner.environment.clone(),
-            outbound,
-        )
+    pub fn with_outbound(&self, outbound: Arc<crate::outbound::Gate>) -> Self {
+        self.rebuilt(|inner| inner.outbound = outbound)
     }
 
     /// The project's outbound gate (its metrics, for the admin port).

@@ -162,9 +162,9 @@ pub fn serve_from(
         .map_err(|e| LoadError::Plugins(e.to_string()))?;
     let gate = outbound(&settings).map_err(LoadError::Outbound)?;
     let sandbox = Sandbox::with_data(guest, None, limits(&settings), data, queue)?
-        .with_plugins(plugins)?
-        .with_environment(environment)?
-        .with_outbound(gate)?;
+        .with_plugins(plugins)
+        .with_environment(environment)
+        .with_outbound(gate);
     let project = Project::from_cache(&opened.metadata.routes, &opened.metadata.root_files);
     let routes = project.routes.len();
     let app = App::new(

@@ -758,12 +758,10 @@ impl Tenants {
                 *previous.watched.lock().unwrap_or_else(|e| e.into_inner());
             *tenant.setback.lock().unwrap_or_else(|e| e.into_inner()) = previous.setback();
             if let Some(version) = previous.current.load_full() {
-                match tenant.data().map_err(|e| e.to_string()).and_then(|data| {
-                    version
-                        .with(tenant.limits(), data)
-                        .map_err(|e| e.to_string())
-                }) {
-                    Ok(version) => tenant.current.store(Some(Arc::new(version))),
+                match tenant.data() {
+                    Ok(data) => tenant
+                        .current
+                        .store(Some(Arc::new(version.with(tenant.limits(), data)))),
                     Err(e) => tracing::error!(
                         "tenant {}: {e}; it loads again on its next request",
                         tenant.name()
@@ -887,18 +885,18 @@ fn host_list(config: &TenantConfig) -> String {
 
 impl Version {
     /// The same project and guest under other limits and store.
-    fn with(&self, limits: Limits, data: Data) -> Result<Version, crate::sandbox::SandboxError> {
+    fn with(&self, limits: Limits, data: Data) -> Version {
         let current = self.app.current();
-        let sandbox = current.sandbox.reconfigured(limits, data)?;
+        let sandbox = current.sandbox.reconfigured(limits, data);
         let loaded = crate::app::Loaded::new(
             current.project.clone(),
             sandbox,
             current.settings.clone(),
             None,
         );
-        Ok(Version {
+        Version {
             app: App::new(self.app.root.clone(), self.app.mode, loaded),
             stamp: self.stamp,
-        })
+        }
     }
 }
