@@ -241,6 +241,8 @@ impl Sandbox {
     }
 
     /// [`Sandbox::new`] with the project's database and key-value store (kept across reloads).
+    /// It has no plugins, no environment and no outbound calls until the `with_*` builders
+    /// give them; this is the one place the guest is linked.
     pub fn with_data(
         guest: engine::Guest,
         routes_dir: Option<&Path>,
@@ -248,33 +250,11 @@ impl Sandbox {
         data: Data,
         queue: Queue,
     ) -> Result<Self, SandboxError> {
-        Self::with_store(
-            guest,
-            routes_dir,
-            limits,
-            data,
-            None,
-            queue,
-            Environment::default(),
-            Arc::new(crate::outbound::Gate::closed()),
-        )
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn with_store(
-        guest: engine::Guest,
-        routes_dir: Option<&Path>,
-        limits: Limits,
-        data: Data,
-        plugins: Option<Arc<dyn PluginSet>>,
-        queue: Queue,
-        environment: Environment,
-        outbound: Arc<crate::outbound::Gate>,
-    ) -> Result<Self, SandboxError> {
         let pre = guest
             .instance_pre::<CallState>(link)
             .map_err(|e| SandboxError::Setup(e.to_string()))?;
         let pre = RouterPre::new(pre).map_err(|e| SandboxError::Setup(format!("{e:#}")))?;
+        let environment = Environment::default();
         Ok(Self {
             inner: Arc::new(Inner {
                 guest,
@@ -282,11 +262,11 @@ impl Sandbox {
                 routes_dir: routes_dir.map(Path::to_path_buf),
                 limits,
                 data,
-                plugins,
+                plugins: None,
                 queue,
                 declared: environment.without_values(),
                 environment,
-                outbound,
+                outbound: Arc::new(crate::outbound::Gate::closed()),
             }),
         })
     }
