@@ -56,6 +56,10 @@ pub struct DatabaseSettings {
     pub max_rows: Option<u64>,
     /// MiB one request's statements may return together.
     pub max_result_mb: Option<u64>,
+    /// MiB the database's temporary files may hold at once (all requests together).
+    pub max_temp_mb: Option<u64>,
+    /// MiB one request's private `:memory:` databases may hold together.
+    pub max_memory_mb: Option<u64>,
 }
 
 /// `outbound = {...}`: the origins route code may call, and the bounds of its calls.
@@ -278,6 +282,12 @@ impl Settings {
             max_bytes: database.max_result_mb.map_or(default.max_bytes, |mb| {
                 usize::try_from(mb.saturating_mul(MIB)).unwrap_or(usize::MAX)
             }),
+            max_temp_bytes: database
+                .max_temp_mb
+                .map_or(default.max_temp_bytes, |mb| mb.saturating_mul(MIB)),
+            max_memory_bytes: database
+                .max_memory_mb
+                .map_or(default.max_memory_bytes, |mb| mb.saturating_mul(MIB)),
         }
     }
 

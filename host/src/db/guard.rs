@@ -33,6 +33,10 @@ pub struct State {
     trusted: AtomicBool,
     denied: Mutex<Option<String>>,
     changed: AtomicBool,
+    /// Set when route code prepared an `ALTER TABLE`, whose new name the authorizer is not
+    /// told: the statement then runs in a savepoint and is undone if it gave a table one of
+    /// the host's names (`crate::db::sqlite`).
+    altered: AtomicBool,
 }
 
 impl State {
@@ -54,6 +58,11 @@ impl State {
         self.changed.swap(false, Ordering::SeqCst)
     }
 
+    /// Whether the statement just prepared alters a table (and forget it).
+    pub fn take_altered(&self) -> bool {
+        self.altered.swap(false, Ordering::SeqCst)
+    }
+
     fn deny(&self, reason: String) -> Authorization {
         *self.denied.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason);
         Authorization::Deny
@@ -68,7 +77,6 @@ const READABLE_PRAGMAS: &[&str] = &[
     "application_id",
     "auto_vacuum",
     "automatic_index",
-    "case_sensitive_like",
     "collation_list",
     "compile_options",
     "data_version",
@@ -121,7 +129,6 @@ const PRAGMAS_WITH_ARGUMENT: &[&str] = &[
 const SETTABLE_PRAGMAS: &[&str] = &[
     "application_id",
     "automatic_index",
-    "case_sensitive_like",
     "defer_foreign_keys",
     "foreign_keys",
     "legacy_alter_table",
@@ -136,6 +143,14 @@ const SETTABLE_PRAGMAS: &[&str] = &[
 pub fn authorize(state: &State, context: AuthContext<'_>) -> Authorization {
     if state.trusted.load(Ordering::SeqCst) {
         return Authorization::Allow;
+    }
+    if let Some(name) = host_named(&context.action) {
+        return state.deny(format!(
+            "the name {name} belongs to filerouter (its tables for filerouter.kv and the migrations' record start with {HOST_TABLE_PREFIX}): route code cannot use or create it; use filerouter.kv, or another name"
+        ));
+    }
+    if let AuthAction::AlterTable { .. } = context.action {
+        state.altered.store(true, Ordering::SeqCst);
     }
     match context.action {
         AuthAction::Attach { .. } | AuthAction::Detach { .. } => state.deny(
@@ -154,26 +169,6 @@ pub fn authorize(state: &State, context: AuthContext<'_>) -> Authorization {
             pragma_name,
             pragma_value,
         } => pragma(state, pragma_name, pragma_value),
-        AuthAction::Read { table_name, .. }
-        | AuthAction::Insert { table_name }
-        | AuthAction::Update { table_name, .. }
-        | AuthAction::Delete { table_name }
-        | AuthAction::CreateTable { table_name }
-        | AuthAction::CreateTempTable { table_name }
-        | AuthAction::DropTable { table_name }
-        | AuthAction::DropTempTable { table_name }
-        | AuthAction::CreateIndex { table_name, .. }
-        | AuthAction::CreateTempIndex { table_name, .. }
-        | AuthAction::CreateTrigger { table_name, .. }
-        | AuthAction::CreateTempTrigger { table_name, .. }
-        | AuthAction::AlterTable { table_name, .. }
-        | AuthAction::Analyze { table_name }
-            if is_host_table(table_name) =>
-        {
-            state.deny(format!(
-                "the table {table_name} belongs to filerouter (it keeps filerouter.kv and the migrations' record): route code cannot use it; use filerouter.kv"
-            ))
-        }
         AuthAction::CreateTempTable { .. }
         | AuthAction::CreateTempIndex { .. }
         | AuthAction::CreateTempTrigger { .. }
@@ -210,9 +205,69 @@ fn pragma(state: &State, name: &str, value: Option<&str>) -> Authorization {
     ))
 }
 
-fn is_host_table(name: &str) -> bool {
+/// Whether `name` is one of the host's (SQLite compares names without regard to ASCII case).
+pub fn is_host_name(name: &str) -> bool {
     name.len() >= HOST_TABLE_PREFIX.len()
-        && name[..HOST_TABLE_PREFIX.len()].eq_ignore_ascii_case(HOST_TABLE_PREFIX)
+        && name.as_bytes()[..HOST_TABLE_PREFIX.len()]
+            .eq_ignore_ascii_case(HOST_TABLE_PREFIX.as_bytes())
+}
+
+/// The host's name that `action` uses or creates, if any: every table, index, trigger and
+/// view name an action carries, in every statement kind.
+fn host_named<'a>(action: &AuthAction<'a>) -> Option<&'a str> {
+    let names: [Option<&str>; 2] = match *action {
+        AuthAction::Read { table_name, .. }
+        | AuthAction::Insert { table_name }
+        | AuthAction::Update { table_name, .. }
+        | AuthAction::Delete { table_name }
+        | AuthAction::CreateTable { table_name }
+        | AuthAction::CreateTempTable { table_name }
+        | AuthAction::DropTable { table_name }
+        | AuthAction::DropTempTable { table_name }
+        | AuthAction::AlterTable { table_name, .. }
+        | AuthAction::Analyze { table_name }
+        | AuthAction::CreateVtable { table_name, .. }
+        | AuthAction::DropVtable { table_name, .. } => [Some(table_name), None],
+        AuthAction::CreateIndex {
+            index_name,
+            table_name,
+        }
+        | AuthAction::CreateTempIndex {
+            index_name,
+            table_name,
+        }
+        | AuthAction::DropIndex {
+            index_name,
+            table_name,
+        }
+        | AuthAction::DropTempIndex {
+            index_name,
+            table_name,
+        } => [Some(index_name), Some(table_name)],
+        AuthAction::CreateTrigger {
+            trigger_name,
+            table_name,
+        }
+        | AuthAction::CreateTempTrigger {
+            trigger_name,
+            table_name,
+        }
+        | AuthAction::DropTrigger {
+            trigger_name,
+            table_name,
+        }
+        | AuthAction::DropTempTrigger {
+            trigger_name,
+            table_name,
+        } => [Some(trigger_name), Some(table_name)],
+        AuthAction::CreateView { view_name }
+        | AuthAction::CreateTempView { view_name }
+        | AuthAction::DropView { view_name }
+        | AuthAction::DropTempView { view_name } => [Some(view_name), None],
+        AuthAction::Reindex { index_name } => [Some(index_name), None],
+        _ => [None, None],
+    };
+    names.into_iter().flatten().find(|name| is_host_name(name))
 }
 
 /// Refuse, before SQLite sees it, a statement the authorizer has no word for.

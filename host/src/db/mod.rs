@@ -15,11 +15,14 @@
 //! `migrations/*.sql` to either. Not for: key-value state (that is [`crate::kv`], which keeps
 //! its table in the same SQLite file, or on Redis), nor running any Python.
 
+pub mod functions;
 pub mod guard;
 pub mod migrations;
 pub mod pg_text;
 pub mod postgres;
 pub mod sqlite;
+pub mod threads;
+pub mod vfs;
 
 use std::{
     path::Path,
@@ -108,8 +111,13 @@ pub struct Bounds {
     /// Bytes all statements of one request may return together (text and blobs by length,
     /// numbers 8 each).
     pub max_bytes: usize,
-    /// The database file's size.
+    /// The database file and its write-ahead log together.
     pub max_size_bytes: u64,
+    /// The database's temporary files (temporary tables, large sorts, statement journals)
+    /// at once, for all requests of the project together.
+    pub max_temp_bytes: u64,
+    /// The private `:memory:` databases of one request, together.
+    pub max_memory_bytes: u64,
 }
 
 impl Default for Bounds {
@@ -118,6 +126,8 @@ impl Default for Bounds {
             max_rows: 50_000,
             max_bytes: 32 * 1024 * 1024,
             max_size_bytes: 1024 * 1024 * 1024,
+            max_temp_bytes: 256 * 1024 * 1024,
+            max_memory_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -236,6 +246,8 @@ impl Database {
             bytes_left: self.bounds.max_bytes,
             deadline,
             cancelled: Arc::new(AtomicBool::new(false)),
+            budget: None,
+            memory_held: Vec::new(),
         }
     }
 
@@ -252,12 +264,12 @@ impl Database {
             ));
         };
         let store = store.clone();
-        tokio::task::spawn_blocking(move || {
+        threads::run(move || {
             let mut conn = store.checkout(None)?;
             Ok(op(&mut conn))
         })
         .await
-        .map_err(|e| DbError::Unavailable(format!("the database thread failed: {e}")))?
+        .map_err(thread_failed)?
     }
 }
 
@@ -274,11 +286,21 @@ pub struct Session {
     rows_left: usize,
     bytes_left: usize,
     deadline: Instant,
-    /// Set when the session ends: a statement still running on a blocking thread stops.
+    /// Set when the session ends: a statement still running on a database thread stops.
     cancelled: Arc<AtomicBool>,
+    /// The request's time budget, which the statements' CPU is charged to.
+    budget: Option<crate::scheduler::Budget>,
+    /// What each open private in-memory database holds, by connection.
+    memory_held: Vec<(u32, u64)>,
 }
 
 impl Session {
+    /// Charge the CPU of this request's statements to `budget` (the request's, which also
+    /// charges its tenant), and stop a statement when the request is past its CPU limit.
+    pub fn set_budget(&mut self, budget: crate::scheduler::Budget) {
+        self.budget = Some(budget);
+    }
+
     /// Open a connection: `:memory:` a private in-memory database, any other name the
     /// project's database. Returns its handle.
     pub async fn open(&mut self, name: &str) -> Result<u32, DbError> {
@@ -300,6 +322,7 @@ impl Session {
         let watch = sqlite::Watch {
             deadline: self.deadline,
             cancelled: self.cancelled.clone(),
+            budget: self.budget.clone(),
         };
         let conn = match &self.db.backend {
             Backend::Postgres { pool, .. } if !memory => {
@@ -307,7 +330,7 @@ impl Session {
             }
             Backend::Postgres { memory: store, .. } | Backend::Sqlite(store) => {
                 let store = store.clone();
-                let conn = tokio::task::spawn_blocking(move || {
+                let conn = threads::run(move || {
                     if memory {
                         store.private_memory(watch)
                     } else {
@@ -315,7 +338,7 @@ impl Session {
                     }
                 })
                 .await
-                .map_err(|e| DbError::Unavailable(format!("the database thread failed: {e}")))??;
+                .map_err(thread_failed)??;
                 Connection::Sqlite(conn)
             }
         };
@@ -351,7 +374,7 @@ impl Session {
         }
     }
 
-    /// Run `op` on SQLite connection `id` on a blocking thread, and take the connection back
+    /// Run `op` on SQLite connection `id` on a database thread, and take the connection back
     /// after.
     async fn on<T, F>(&mut self, id: u32, op: F) -> Result<T, DbError>
     where
@@ -370,16 +393,44 @@ impl Session {
             rows: self.rows_left,
             bytes: self.bytes_left,
         };
-        let (conn, allowance, result) = tokio::task::spawn_blocking(move || {
-            let result = op(&mut conn, &mut allowance);
-            (conn, allowance, result)
+        // A private in-memory database may hold what the request's others leave of the bound.
+        let memory = conn.is_private_memory().then(|| {
+            let others: u64 = self
+                .memory_held
+                .iter()
+                .filter(|(other, _)| *other != id)
+                .map(|(_, held)| held)
+                .sum();
+            self.db.bounds.max_memory_bytes.saturating_sub(others)
+        });
+        let (conn, allowance, held, result) = threads::run(move || {
+            let result = match memory {
+                Some(left) => conn
+                    .limit_memory(left)
+                    .and_then(|()| op(&mut conn, &mut allowance)),
+                None => op(&mut conn, &mut allowance),
+            };
+            let held = memory.map(|_| conn.memory_used());
+            (conn, allowance, held, result)
         })
         .await
-        .map_err(|e| DbError::Unavailable(format!("the database thread failed: {e}")))?;
+        .map_err(thread_failed)?;
         self.rows_left = allowance.rows;
         self.bytes_left = allowance.bytes;
+        if let Some(held) = held {
+            self.memory_held.retain(|(other, _)| *other != id);
+            self.memory_held.push((id, held));
+        }
         self.connections[id as usize] = Some(Connection::Sqlite(conn));
-        result
+        result.map_err(|e| match e {
+            DbError::Limit(message) if memory.is_some() && message.starts_with("the database is full") => {
+                DbError::Limit(format!(
+                    "the request's in-memory databases are full: together they may hold {} MiB (database.max_memory_mb)",
+                    self.db.bounds.max_memory_bytes >> 20
+                ))
+            }
+            other => other,
+        })
     }
 
     pub async fn execute(
@@ -450,6 +501,7 @@ impl Session {
 
     /// Roll back and close connection `id` (nothing if it is closed already).
     pub fn close(&mut self, id: u32) {
+        self.memory_held.retain(|(other, _)| *other != id);
         if let Some(slot) = self.connections.get_mut(id as usize)
             && let Some(conn) = slot.take()
         {
@@ -468,8 +520,8 @@ impl Drop for Session {
     }
 }
 
-/// Roll back and return connections to their pool: SQLite's on a blocking thread where there
-/// is a runtime (a rollback touches the disk); Postgres's reset themselves on a task.
+/// Roll back and return connections to their pool: SQLite's on a database thread (a rollback
+/// touches the disk); Postgres's reset themselves on a task.
 fn release(connections: Vec<Connection>) {
     let mut sqlite = Vec::new();
     for conn in connections {
@@ -481,18 +533,17 @@ fn release(connections: Vec<Connection>) {
     if sqlite.is_empty() {
         return;
     }
-    match tokio::runtime::Handle::try_current() {
-        Ok(runtime) => {
-            runtime.spawn_blocking(move || drop(sqlite));
-        }
-        Err(_) => drop(sqlite),
-    }
+    threads::spawn(move || drop(sqlite));
 }
 
 /// What a request may still receive.
 pub struct Allowance {
     pub rows: usize,
     pub bytes: usize,
+}
+
+fn thread_failed(e: threads::ThreadError) -> DbError {
+    DbError::Unavailable(e.to_string())
 }
 
 fn closed() -> DbError {

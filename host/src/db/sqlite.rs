@@ -10,6 +10,7 @@
 //! it on a blocking thread.
 
 use std::{
+    cell::RefCell,
     path::{Path, PathBuf},
     sync::{
         Arc, Mutex,
@@ -20,7 +21,9 @@ use std::{
 
 use rusqlite::{OpenFlags, config::DbConfig, ffi, limits::Limit, types::ValueRef};
 
-use super::{Allowance, Bounds, DbError, Outcome, Params, Value, guard};
+use super::{
+    Allowance, Bounds, DbError, Outcome, Params, Value, functions, guard, threads, vfs::Disk,
+};
 
 /// The longest a statement waits for another writer.
 pub const BUSY_WAIT: Duration = Duration::from_secs(5);
@@ -29,15 +32,79 @@ pub const BUSY_WAIT: Duration = Duration::from_secs(5);
 const MAX_IDLE: usize = 32;
 
 /// The per-connection PRAGMAs route code may set, back at SQLite's defaults; run when a
-/// connection returns to the pool.
+/// connection returns to the pool. (`case_sensitive_like` is not among them: it would put
+/// SQLite's own recursive `LIKE` back, see [`functions`].)
 pub const RESET_PRAGMAS: &str = "PRAGMA foreign_keys = 0; PRAGMA defer_foreign_keys = 0; \
     PRAGMA recursive_triggers = 0; PRAGMA reverse_unordered_selects = 0; \
     PRAGMA legacy_alter_table = 0; PRAGMA automatic_index = 1; PRAGMA query_only = 0; \
-    PRAGMA read_uncommitted = 0; PRAGMA case_sensitive_like = 0;";
+    PRAGMA read_uncommitted = 0;";
 
-/// The longest text or blob one value may be, and the longest statement.
-const MAX_VALUE_BYTES: i32 = 64 * 1024 * 1024;
-const MAX_SQL_BYTES: i32 = 1024 * 1024;
+/// SQLite's limits on route code's connections, each chosen, none left to a default: what one
+/// statement may hold, and how deep it may nest (every nesting is a recursion on the database
+/// thread's stack, [`threads::STACK_BYTES`]). Past one, the statement fails with SQLite's
+/// message (`DataError` for a value too big, `OperationalError` for the others).
+pub const LIMITS: &[(Limit, i32, &str)] = &[
+    (
+        Limit::SQLITE_LIMIT_LENGTH,
+        64 * 1024 * 1024,
+        "bytes in one text or blob value, or one row",
+    ),
+    (
+        Limit::SQLITE_LIMIT_SQL_LENGTH,
+        1024 * 1024,
+        "bytes in one statement's text",
+    ),
+    (
+        Limit::SQLITE_LIMIT_COLUMN,
+        2000,
+        "columns in a table, index, view, result or ORDER BY",
+    ),
+    (
+        Limit::SQLITE_LIMIT_EXPR_DEPTH,
+        1000,
+        "depth of an expression's parse tree",
+    ),
+    (
+        Limit::SQLITE_LIMIT_COMPOUND_SELECT,
+        500,
+        "SELECTs joined by UNION, EXCEPT or INTERSECT",
+    ),
+    (
+        Limit::SQLITE_LIMIT_VDBE_OP,
+        1_000_000,
+        "instructions in one compiled statement",
+    ),
+    (
+        Limit::SQLITE_LIMIT_FUNCTION_ARG,
+        127,
+        "arguments to one function",
+    ),
+    (
+        Limit::SQLITE_LIMIT_ATTACHED,
+        0,
+        "attached databases (ATTACH is refused as well)",
+    ),
+    (
+        Limit::SQLITE_LIMIT_LIKE_PATTERN_LENGTH,
+        10_000,
+        "bytes in a LIKE or GLOB pattern",
+    ),
+    (
+        Limit::SQLITE_LIMIT_VARIABLE_NUMBER,
+        32_766,
+        "parameters in one statement",
+    ),
+    (
+        Limit::SQLITE_LIMIT_TRIGGER_DEPTH,
+        100,
+        "triggers that fire triggers, nested",
+    ),
+    (
+        Limit::SQLITE_LIMIT_WORKER_THREADS,
+        0,
+        "helper threads one statement may start (sorting)",
+    ),
+];
 
 /// Open the SQLite file at `path` (creating it) in WAL mode with full synchronous commits: the
 /// connection the host itself uses (kv, migrations).
@@ -54,12 +121,68 @@ pub fn open_file(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
     Ok(conn)
 }
 
-/// When a request's statements must stop.
+/// When a request's statements must stop, and where their CPU time is counted.
 #[derive(Clone)]
 pub struct Watch {
     pub deadline: Instant,
     /// Set when the request ended.
     pub cancelled: Arc<AtomicBool>,
+    /// The request's time budget: the CPU its statements use on the database threads is
+    /// charged to it (and to its tenant) as they run, and a statement stops when the request
+    /// is past its CPU limit. None for the server's own calls.
+    pub budget: Option<crate::scheduler::Budget>,
+}
+
+impl Watch {
+    /// Whether the statement may go on: the request has not ended, its deadline has not
+    /// passed, and with the CPU used since the last question charged, it is within its CPU
+    /// limit. A statement that has become heavy is moved to the idle class meanwhile.
+    pub fn keep_going(&self) -> bool {
+        threads::pace();
+        if self.cancelled.load(Ordering::Relaxed) || Instant::now() >= self.deadline {
+            return false;
+        }
+        match &self.budget {
+            Some(budget) => budget.charge_host_cpu(threads::take_cpu()),
+            None => true,
+        }
+    }
+
+    /// Charge what the statement used since the last question (when it is done).
+    pub fn charge_rest(&self) {
+        if let Some(budget) = &self.budget {
+            budget.charge_host_cpu(threads::take_cpu());
+        }
+    }
+}
+
+thread_local! {
+    /// The watch of the statement this database thread is running, for the host's SQL
+    /// functions ([`functions`]), which SQLite's progress handler does not reach.
+    static RUNNING: RefCell<Option<Watch>> = const { RefCell::new(None) };
+}
+
+/// Whether the statement running on this thread may go on (true for the host's own).
+pub fn keep_going() -> bool {
+    RUNNING.with_borrow(|watch| watch.as_ref().is_none_or(Watch::keep_going))
+}
+
+/// The statement of a watched connection is running on this thread until this is dropped.
+struct Running;
+
+impl Running {
+    fn enter(watch: &Option<Watch>) -> Running {
+        RUNNING.set(watch.clone());
+        Running
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(watch) = RUNNING.take() {
+            watch.charge_rest();
+        }
+    }
 }
 
 /// One database: where it is and its idle connections.
@@ -73,6 +196,9 @@ struct StoreInner {
     path: Option<PathBuf>,
     bounds: Bounds,
     idle: Mutex<Vec<Guarded>>,
+    /// The VFS that counts the database's temporary files and log; made at the first
+    /// connection of an in-memory store.
+    disk: std::sync::OnceLock<Arc<Disk>>,
 }
 
 /// A connection with its guard, installed once when it was opened: installing an authorizer
@@ -81,6 +207,10 @@ struct StoreInner {
 struct Guarded {
     conn: rusqlite::Connection,
     guard: Arc<guard::State>,
+    counters: Arc<functions::Counters>,
+    /// The VFS the connection's files go through; it must outlive the connection (a field
+    /// after `conn`, so dropped after it).
+    disk: Arc<Disk>,
 }
 
 impl Store {
@@ -91,6 +221,7 @@ impl Store {
                 path: Some(path.to_path_buf()),
                 bounds,
                 idle: Mutex::new(Vec::new()),
+                disk: std::sync::OnceLock::new(),
             }),
         };
         // Open one now: a folder that cannot hold the file is an error at start, not at the
@@ -107,6 +238,7 @@ impl Store {
                 path: None,
                 bounds,
                 idle: Mutex::new(Vec::new()),
+                disk: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -133,47 +265,135 @@ impl Store {
         Connection::new(conn, Some(self.inner.clone()), watch)
     }
 
-    /// A private in-memory database for route code, gone when the connection closes.
+    /// A private in-memory database for route code, gone when the connection closes. Its
+    /// pages count against the request's `max_memory_bytes` ([`Connection::limit_memory`]).
     pub fn private_memory(&self, watch: Watch) -> Result<Connection, DbError> {
-        let conn = rusqlite::Connection::open_in_memory().map_err(unavailable)?;
-        Connection::new(guarded(conn, &self.inner.bounds)?, None, Some(watch))
+        let disk = self.inner.disk()?;
+        let conn = open_memory(&disk)?;
+        let mut conn =
+            Connection::new(guarded(conn, &self.inner.bounds, disk)?, None, Some(watch))?;
+        conn.private_memory = true;
+        Ok(conn)
     }
 
     fn connect(&self) -> Result<Guarded, DbError> {
+        let disk = self.inner.disk()?;
         let conn = match &self.inner.path {
-            Some(path) => open_file(path).map_err(|e| {
+            Some(path) => open_file_on(path, &disk).map_err(|e| {
                 DbError::Unavailable(format!("cannot open the database {}: {e}", path.display()))
             })?,
-            None => rusqlite::Connection::open_in_memory().map_err(unavailable)?,
+            None => open_memory(&disk)?,
         };
-        guarded(conn, &self.inner.bounds)
+        guarded(conn, &self.inner.bounds, disk)
     }
+
+    /// Bytes the database's temporary files hold now (all connections).
+    pub fn temp_used(&self) -> u64 {
+        self.inner.disk.get().map_or(0, |disk| disk.temp_used())
+    }
+}
+
+/// An in-memory database whose temporary files go through `disk`.
+fn open_memory(disk: &Disk) -> Result<rusqlite::Connection, DbError> {
+    rusqlite::Connection::open_with_flags_and_vfs(
+        ":memory:",
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        disk.name(),
+    )
+    .map_err(unavailable)
+}
+
+/// [`open_file`] through `disk`, with the log kept small once it can be.
+fn open_file_on(path: &Path, disk: &Disk) -> rusqlite::Result<rusqlite::Connection> {
+    let conn = rusqlite::Connection::open_with_flags_and_vfs(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        disk.name(),
+    )?;
+    conn.busy_timeout(BUSY_WAIT)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(
+        None,
+        "journal_size_limit",
+        journal_size_limit(disk.max_size()),
+    )?;
+    Ok(conn)
+}
+
+/// What the log is cut back to when it starts over: small beside the database's bound.
+fn journal_size_limit(max_size: u64) -> i64 {
+    (max_size / 8).min(16 * 1024 * 1024) as i64
 }
 
 impl StoreInner {
     fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Guarded>> {
         self.idle.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    fn disk(&self) -> Result<Arc<Disk>, DbError> {
+        if let Some(disk) = self.disk.get() {
+            return Ok(disk.clone());
+        }
+        let max_size = match self.path {
+            Some(_) => self.bounds.max_size_bytes,
+            None => u64::MAX,
+        };
+        let disk = Disk::new(self.path.as_deref(), self.bounds.max_temp_bytes, max_size)
+            .map_err(unavailable)?;
+        Ok(self.disk.get_or_init(|| disk).clone())
+    }
+
+    /// After a request: when the log has grown past what it is cut back to, try to move it
+    /// into the database and empty it, without waiting for readers (a later request tries
+    /// again), so that disk use comes back under the bound once no reader holds old pages.
+    fn shrink_log(&self, conn: &rusqlite::Connection) {
+        let Some(path) = &self.path else { return };
+        let mut log = path.clone().into_os_string();
+        log.push("-wal");
+        let limit = journal_size_limit(self.bounds.max_size_bytes).max(0) as u64;
+        if std::fs::metadata(&log).map_or(true, |m| m.len() <= limit) {
+            return;
+        }
+        let _ = conn.busy_timeout(Duration::ZERO);
+        let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        let _ = conn.busy_timeout(BUSY_WAIT);
+    }
 }
 
-/// `conn` with its limits and its guard.
-fn guarded(mut conn: rusqlite::Connection, bounds: &Bounds) -> Result<Guarded, DbError> {
+/// `conn` with its limits, the host's functions and its guard.
+fn guarded(
+    mut conn: rusqlite::Connection,
+    bounds: &Bounds,
+    disk: Arc<Disk>,
+) -> Result<Guarded, DbError> {
     configure(&conn, bounds)?;
+    let counters = Arc::new(functions::Counters::default());
+    functions::install(&conn, &counters).map_err(unavailable)?;
     let guard = Arc::new(guard::State::default());
     let hook = guard.clone();
     conn.authorizer(Some(move |context: rusqlite::hooks::AuthContext<'_>| {
         guard::authorize(&hook, context)
     }))
     .map_err(unavailable)?;
-    Ok(Guarded { conn, guard })
+    Ok(Guarded {
+        conn,
+        guard,
+        counters,
+        disk,
+    })
 }
 
 /// The limits every route connection has, whatever route code does.
 fn configure(conn: &rusqlite::Connection, bounds: &Bounds) -> Result<(), DbError> {
     let set = || -> rusqlite::Result<()> {
-        conn.set_limit(Limit::SQLITE_LIMIT_ATTACHED, 0)?;
-        conn.set_limit(Limit::SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)?;
-        conn.set_limit(Limit::SQLITE_LIMIT_SQL_LENGTH, MAX_SQL_BYTES)?;
+        for &(limit, value, _) in LIMITS {
+            conn.set_limit(limit, value)?;
+        }
         conn.set_db_config(DbConfig::SQLITE_DBCONFIG_DEFENSIVE, true)?;
         let page_size: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
         let pages = (bounds.max_size_bytes / page_size.max(512) as u64).max(1);
@@ -189,6 +409,10 @@ fn configure(conn: &rusqlite::Connection, bounds: &Bounds) -> Result<(), DbError
 pub struct Connection {
     conn: Option<rusqlite::Connection>,
     guard: Arc<guard::State>,
+    counters: Arc<functions::Counters>,
+    disk: Arc<Disk>,
+    /// A private `:memory:` database, whose pages count against the request's memory bound.
+    private_memory: bool,
     /// The pool it goes back to; `None` for a private in-memory database.
     home: Option<Arc<StoreInner>>,
     watch: Option<Watch>,
@@ -196,26 +420,64 @@ pub struct Connection {
 
 impl Connection {
     fn new(
-        Guarded { mut conn, guard }: Guarded,
+        Guarded {
+            mut conn,
+            guard,
+            counters,
+            disk,
+        }: Guarded,
         home: Option<Arc<StoreInner>>,
         watch: Option<Watch>,
     ) -> Result<Connection, DbError> {
         if let Some(watch) = &watch {
             let watch = watch.clone();
-            conn.progress_handler(
-                1000,
-                Some(move || {
-                    watch.cancelled.load(Ordering::Relaxed) || Instant::now() >= watch.deadline
-                }),
-            )
-            .map_err(unavailable)?;
+            conn.progress_handler(1000, Some(move || !watch.keep_going()))
+                .map_err(unavailable)?;
+            // Nothing an earlier request did shows in `changes()`, `total_changes()` or
+            // `last_insert_rowid()`.
+            counters.restart(&conn);
         }
         Ok(Connection {
             conn: Some(conn),
             guard,
+            counters,
+            disk,
+            private_memory: false,
             home,
             watch,
         })
+    }
+
+    /// Whether this is a private `:memory:` database.
+    pub fn is_private_memory(&self) -> bool {
+        self.private_memory
+    }
+
+    /// Let a private in-memory database hold at most `bytes` (what the request's other
+    /// in-memory databases leave of its bound); it keeps what it holds already.
+    pub fn limit_memory(&mut self, bytes: u64) -> Result<(), DbError> {
+        let guard = self.guard.clone();
+        let conn = self.raw()?;
+        guard
+            .trusted(|| -> rusqlite::Result<()> {
+                let page_size: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+                let pages = (bytes / page_size.max(512) as u64).max(1);
+                conn.query_row(&format!("PRAGMA max_page_count = {pages}"), [], |_| Ok(()))
+            })
+            .map_err(unavailable)
+    }
+
+    /// Bytes a private in-memory database holds.
+    pub fn memory_used(&mut self) -> u64 {
+        let guard = self.guard.clone();
+        let Ok(conn) = self.raw() else { return 0 };
+        guard
+            .trusted(|| -> rusqlite::Result<u64> {
+                let pages: i64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+                let size: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+                Ok((pages.max(0) as u64).saturating_mul(size.max(0) as u64))
+            })
+            .unwrap_or(0)
     }
 
     fn raw(&mut self) -> Result<&mut rusqlite::Connection, DbError> {
@@ -246,8 +508,9 @@ impl Connection {
     ) -> Result<(), (DbError, usize)> {
         let guard = self.guard.clone();
         let watch = self.watch.clone();
+        let _running = Running::enter(&watch);
         let conn = self.raw().map_err(|e| (e, 0))?;
-        run_script(conn, script, |_, sql| check(sql)).map_err(|failure| match failure {
+        run_script(conn, &guard, script, |_, sql| check(sql)).map_err(|failure| match failure {
             ScriptError::Sqlite(e, at) => (error(e, &guard, watch.as_ref()), at),
             ScriptError::Refused(e, at) => (e, at),
         })
@@ -255,6 +518,8 @@ impl Connection {
 
     /// Wait for other writers only as long as the request may still run.
     fn before_statement(&mut self) -> Result<(), DbError> {
+        self.guard.take_altered();
+        super::vfs::take_refusal();
         let wait = match &self.watch {
             Some(watch) => watch
                 .deadline
@@ -293,6 +558,7 @@ impl Connection {
         self.begin(begin)?;
         let guard = self.guard.clone();
         let watch = self.watch.clone();
+        let _running = Running::enter(&watch);
         let conn = self.raw()?;
         let (columns, rows) = {
             // A statement that may change the connection (a PRAGMA, a CREATE TEMP) is prepared
@@ -310,37 +576,45 @@ impl Connection {
                     .map_err(|e| error(e, &guard, watch.as_ref()))?;
                 &mut cached
             };
-            bind(stmt, params)?;
-            let columns: Vec<String> = stmt.column_names().map(str::to_string).collect();
-            let mut out = Vec::new();
-            let mut rows = stmt.raw_query();
-            loop {
-                let row = match rows.next() {
-                    Ok(Some(row)) => row,
-                    Ok(None) => break,
-                    Err(e) => return Err(error(e, &guard, watch.as_ref())),
-                };
-                if allowance.rows == 0 {
-                    return Err(DbError::Limit(
+            let altering = SchemaCheck::begin(conn, &guard)?;
+            let mut step = || -> Result<(Vec<String>, Vec<Vec<Value>>), DbError> {
+                bind(stmt, params)?;
+                let columns: Vec<String> = stmt.column_names().map(str::to_string).collect();
+                let mut out = Vec::new();
+                let mut rows = stmt.raw_query();
+                loop {
+                    let row = match rows.next() {
+                        Ok(Some(row)) => row,
+                        Ok(None) => break,
+                        Err(e) => return Err(error(e, &guard, watch.as_ref())),
+                    };
+                    if allowance.rows == 0 {
+                        return Err(DbError::Limit(
                         "this request's statements returned more rows than a request may receive (database.max_rows): page through them with LIMIT and OFFSET".into(),
                     ));
-                }
-                allowance.rows -= 1;
-                let mut values = Vec::with_capacity(columns.len());
-                for (index, name) in columns.iter().enumerate() {
-                    let value = convert(row.get_ref(index).map_err(unavailable)?, name)?;
-                    let cost = value.cost();
-                    if cost > allowance.bytes {
-                        return Err(DbError::Limit(
+                    }
+                    allowance.rows -= 1;
+                    let mut values = Vec::with_capacity(columns.len());
+                    for (index, name) in columns.iter().enumerate() {
+                        let value = convert(row.get_ref(index).map_err(unavailable)?, name)?;
+                        let cost = value.cost();
+                        if cost > allowance.bytes {
+                            return Err(DbError::Limit(
                             "this request's statements returned more bytes than a request may receive (database.max_result_mb): select fewer columns or rows".into(),
                         ));
+                        }
+                        allowance.bytes -= cost;
+                        values.push(value);
                     }
-                    allowance.bytes -= cost;
-                    values.push(value);
+                    out.push(values);
                 }
-                out.push(values);
+                Ok((columns, out))
+            };
+            let stepped = step();
+            if let Some(check) = altering {
+                check.finish(conn, &guard, stepped.is_ok())?;
             }
-            (columns, out)
+            stepped?
         };
         let changes = if guard::changes_rows(keyword) {
             conn.changes() as i64
@@ -375,6 +649,7 @@ impl Connection {
         self.begin(begin)?;
         let guard = self.guard.clone();
         let watch = self.watch.clone();
+        let _running = Running::enter(&watch);
         let conn = self.raw()?;
         let mut changes = 0i64;
         {
@@ -409,14 +684,15 @@ impl Connection {
         self.commit()?;
         let guard = self.guard.clone();
         let watch = self.watch.clone();
+        let _running = Running::enter(&watch);
         let conn = self.raw()?;
         let before = conn.total_changes();
-        run_script(conn, script, |_, sql| guard::check_statement(sql)).map_err(|failure| {
-            match failure {
+        run_script(conn, &guard, script, |_, sql| guard::check_statement(sql)).map_err(
+            |failure| match failure {
                 ScriptError::Sqlite(e, _) => error(e, &guard, watch.as_ref()),
                 ScriptError::Refused(e, _) => e,
-            }
-        })?;
+            },
+        )?;
         let changes = conn.total_changes().saturating_sub(before) as i64;
         Ok(Outcome {
             changes,
@@ -476,6 +752,7 @@ impl Drop for Connection {
             if !conn.is_autocommit() {
                 conn.execute_batch("ROLLBACK")?;
             }
+            home.shrink_log(&conn);
             if !changed {
                 return Ok(conn.is_autocommit());
             }
@@ -490,15 +767,94 @@ impl Drop for Connection {
                 idle.push(Guarded {
                     conn,
                     guard: self.guard.clone(),
+                    counters: self.counters.clone(),
+                    disk: self.disk.clone(),
                 });
             }
         }
     }
 }
 
-/// Whether a statement starting with `keyword` may change the connection itself.
+/// Whether a statement starting with `keyword` may change the connection itself, or must be
+/// seen by the guard every time it runs (an `ALTER TABLE`, see [`SchemaCheck`]).
 fn changes_connection(keyword: Option<&str>) -> bool {
-    keyword.is_some_and(|k| k.eq_ignore_ascii_case("PRAGMA") || k.eq_ignore_ascii_case("CREATE"))
+    keyword.is_some_and(|k| {
+        ["PRAGMA", "CREATE", "ALTER"]
+            .iter()
+            .any(|w| k.eq_ignore_ascii_case(w))
+    })
+}
+
+/// Route code's `ALTER TABLE`, run inside a savepoint: SQLite's authorizer is told the table's
+/// old name only, so the statement is undone (and refused) when it left an object with one of
+/// the host's names that was not there before. The check reads the schema, not the text.
+struct SchemaCheck {
+    before: Vec<String>,
+}
+
+const ALTER_SAVEPOINT: &str = "_filerouter_alter";
+
+impl SchemaCheck {
+    /// After preparing a statement: `Some` when it alters a table (the savepoint is open).
+    fn begin(
+        conn: &rusqlite::Connection,
+        guard: &guard::State,
+    ) -> Result<Option<SchemaCheck>, DbError> {
+        if !guard.take_altered() {
+            return Ok(None);
+        }
+        guard
+            .trusted(|| {
+                conn.execute_batch(&format!("SAVEPOINT {ALTER_SAVEPOINT}"))?;
+                host_names(conn)
+            })
+            .map(|before| Some(SchemaCheck { before }))
+            .map_err(unavailable)
+    }
+
+    /// After running it (`ran`: without an error): keep it, or undo it.
+    fn finish(
+        self,
+        conn: &rusqlite::Connection,
+        guard: &guard::State,
+        ran: bool,
+    ) -> Result<(), DbError> {
+        let taken = guard
+            .trusted(|| -> rusqlite::Result<Option<String>> {
+                let taken = host_names(conn)?
+                    .into_iter()
+                    .find(|name| !self.before.contains(name));
+                if taken.is_some() || !ran {
+                    conn.execute_batch(&format!("ROLLBACK TO {ALTER_SAVEPOINT}"))?;
+                }
+                conn.execute_batch(&format!("RELEASE {ALTER_SAVEPOINT}"))?;
+                Ok(taken)
+            })
+            .map_err(unavailable)?;
+        match taken {
+            None => Ok(()),
+            Some(name) => Err(DbError::Refused(format!(
+                "the name {name} belongs to filerouter (its tables start with {}): route code cannot rename a table to it",
+                guard::HOST_TABLE_PREFIX
+            ))),
+        }
+    }
+}
+
+/// The schema's objects (main and temp) whose names are the host's.
+fn host_names(conn: &rusqlite::Connection) -> rusqlite::Result<Vec<String>> {
+    let mut stmt = conn.prepare(
+        "SELECT name FROM main.sqlite_schema UNION ALL SELECT name FROM temp.sqlite_schema",
+    )?;
+    let names = stmt.query_map([], |row| row.get::<_, String>(0))?;
+    let mut host = Vec::new();
+    for name in names {
+        let name = name?;
+        if guard::is_host_name(&name) {
+            host.push(name);
+        }
+    }
+    Ok(host)
 }
 
 /// Why a script stopped: SQLite's error or the guard's refusal, with the byte offset of the
@@ -512,6 +868,7 @@ pub enum ScriptError {
 /// script and its text) first. Rows are stepped through and dropped.
 pub fn run_script(
     conn: &rusqlite::Connection,
+    guard: &guard::State,
     script: &str,
     mut check: impl FnMut(usize, &str) -> Result<(), DbError>,
 ) -> Result<(), ScriptError> {
@@ -530,14 +887,22 @@ pub fn run_script(
             .map_or(searched, |found| searched + found);
         searched = (at + text.trim().len()).min(script.len());
         check(at, &text).map_err(|e| ScriptError::Refused(e, at))?;
+        let altering = SchemaCheck::begin(conn, guard).map_err(|e| ScriptError::Refused(e, at))?;
         let mut rows = stmt.raw_query();
-        loop {
+        let stepped = loop {
             match rows.next() {
                 Ok(Some(_)) => {}
-                Ok(None) => break,
-                Err(e) => return Err(ScriptError::Sqlite(e, at)),
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(ScriptError::Sqlite(e, at)),
             }
+        };
+        drop(rows);
+        if let Some(check) = altering {
+            check
+                .finish(conn, guard, stepped.is_ok())
+                .map_err(|e| ScriptError::Refused(e, at))?;
         }
+        stepped?;
     }
 }
 
@@ -641,13 +1006,30 @@ pub fn error(e: rusqlite::Error, guard: &guard::State, watch: Option<&Watch>) ->
                     Some(w) if w.cancelled.load(Ordering::Relaxed) => {
                         DbError::Limit("the request ended while the statement ran".into())
                     }
+                    Some(w)
+                        if w.budget.as_ref().and_then(|b| b.overrun()).is_some_and(|o| {
+                            o.limit == crate::scheduler::Limit::Cpu
+                        }) =>
+                    {
+                        DbError::Limit(
+                            "the statement was stopped: the request used up its CPU time (sandbox.cpu_ms)".into(),
+                        )
+                    }
                     _ => DbError::Limit(
                         "the statement ran past the request's time limit (sandbox.wall_s) and was stopped".into(),
                     ),
                 },
-                ffi::ErrorCode::DiskFull => DbError::Limit(
-                    "the database is full: it reached its size limit (database.max_size_mb), or the disk is full".into(),
-                ),
+                ffi::ErrorCode::DiskFull => match super::vfs::take_refusal() {
+                    Some(super::vfs::Refusal::Temp) => DbError::Limit(
+                        "the database's temporary files (temporary tables, large sorts) reached their bound (database.max_temp_mb), shared by all requests of the project".into(),
+                    ),
+                    Some(super::vfs::Refusal::Log) => DbError::Limit(
+                        "the database is full: the file and its write-ahead log together reached the size limit (database.max_size_mb); the log shrinks once no request reads old pages, so a smaller write or a later one may fit".into(),
+                    ),
+                    None => DbError::Limit(
+                        "the database is full: it reached its size limit (database.max_size_mb), or the disk is full".into(),
+                    ),
+                },
                 ffi::ErrorCode::AuthorizationForStatementDenied => DbError::Refused(message),
                 ffi::ErrorCode::ApiMisuse | ffi::ErrorCode::ParameterOutOfRange => {
                     DbError::Programming(message)

@@ -10,7 +10,9 @@ wasmtime::component::bindgen!({
     imports: {
         "filerouter:sandbox/plugins.call": async | trappable,
         "filerouter:sandbox/kv": async,
-        "filerouter:sandbox/sql": async,
+        // A statement's CPU is the request's: past its CPU limit the call traps, as at an
+        // epoch tick.
+        "filerouter:sandbox/sql": async | trappable,
         // Outbound HTTP waits on the network without holding the guest's thread.
         "filerouter:sandbox/outbound": async,
         // Password hashing runs on the guest's thread (its CPU is the request's) and stops the

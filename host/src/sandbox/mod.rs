@@ -578,6 +578,7 @@ impl Inner {
             })
         });
         state.budget = Some(budget.clone());
+        state.db.set_budget(budget.clone());
         state.environment = environment.clone();
         state.outbound = outbound.map(|gate| gate.session(deadline));
         let mut store = Store::new(self.guest.engine().engine(), state);

@@ -23,6 +23,7 @@ use super::{
 use crate::{
     db,
     sandbox::{HttpRequest, HttpResponse},
+    scheduler::Budget,
 };
 
 /// Produces the host's answer for a request whose target the host serves itself. It keeps the
@@ -106,9 +107,13 @@ impl kv::Host for CallState {
     }
 }
 
+/// Statements run on database threads (`crate::db::threads`); their CPU is charged to the
+/// request's budget as they run, so a request past its CPU limit inside a statement stops
+/// there: the statement is interrupted and the call traps, as at an epoch tick (504).
 impl sql::Host for CallState {
-    async fn open(&mut self, database: String) -> Result<u32, sql::Error> {
-        self.db.open(&database).await.map_err(error)
+    async fn open(&mut self, database: String) -> wasmtime::Result<Result<u32, sql::Error>> {
+        let opened = self.db.open(&database).await.map_err(error);
+        self.within_budget(opened)
     }
 
     async fn execute(
@@ -117,12 +122,14 @@ impl sql::Host for CallState {
         statement: String,
         params: sql::Params,
         begin: Option<String>,
-    ) -> Result<sql::Outcome, sql::Error> {
-        self.db
+    ) -> wasmtime::Result<Result<sql::Outcome, sql::Error>> {
+        let done = self
+            .db
             .execute(connection, statement, from_params(params), begin)
             .await
             .map(outcome)
-            .map_err(error)
+            .map_err(error);
+        self.within_budget(done)
     }
 
     async fn execute_many(
@@ -131,37 +138,55 @@ impl sql::Host for CallState {
         statement: String,
         params: Vec<sql::Params>,
         begin: Option<String>,
-    ) -> Result<sql::Outcome, sql::Error> {
+    ) -> wasmtime::Result<Result<sql::Outcome, sql::Error>> {
         let params = params.into_iter().map(from_params).collect();
-        self.db
+        let done = self
+            .db
             .execute_many(connection, statement, params, begin)
             .await
             .map(outcome)
-            .map_err(error)
+            .map_err(error);
+        self.within_budget(done)
     }
 
     async fn execute_script(
         &mut self,
         connection: u32,
         script: String,
-    ) -> Result<sql::Outcome, sql::Error> {
-        self.db
+    ) -> wasmtime::Result<Result<sql::Outcome, sql::Error>> {
+        let done = self
+            .db
             .execute_script(connection, script)
             .await
             .map(outcome)
-            .map_err(error)
+            .map_err(error);
+        self.within_budget(done)
     }
 
-    async fn commit(&mut self, connection: u32) -> Result<(), sql::Error> {
-        self.db.commit(connection).await.map_err(error)
+    async fn commit(&mut self, connection: u32) -> wasmtime::Result<Result<(), sql::Error>> {
+        let done = self.db.commit(connection).await.map_err(error);
+        self.within_budget(done)
     }
 
-    async fn rollback(&mut self, connection: u32) -> Result<(), sql::Error> {
-        self.db.rollback(connection).await.map_err(error)
+    async fn rollback(&mut self, connection: u32) -> wasmtime::Result<Result<(), sql::Error>> {
+        let done = self.db.rollback(connection).await.map_err(error);
+        self.within_budget(done)
     }
 
-    async fn close(&mut self, connection: u32) {
-        self.db.close(connection)
+    async fn close(&mut self, connection: u32) -> wasmtime::Result<()> {
+        self.db.close(connection);
+        Ok(())
+    }
+}
+
+impl CallState {
+    /// `outcome` for the guest, or a trap when the request went past a time limit meanwhile
+    /// (the budget knows which, and the call answers 504).
+    fn within_budget<T>(&self, outcome: T) -> wasmtime::Result<T> {
+        match self.budget.as_ref().and_then(Budget::overrun) {
+            Some(_) => Err(wasmtime::Error::from(wasmtime::Trap::Interrupt)),
+            None => Ok(outcome),
+        }
     }
 }
 

@@ -108,6 +108,10 @@ pub(crate) struct Meter {
     queue: Arc<QueueShared>,
     /// CPU of finished polls.
     cpu_done: AtomicU64,
+    /// CPU the call's host work used on other threads (its SQL statements), which the call
+    /// waited for while blocked: counted against the CPU limit and charged to the tenant,
+    /// never counted twice in the wall-clock time.
+    host_cpu: AtomicU64,
     /// The thread's CPU clock when the current poll began.
     poll_start: AtomicU64,
     /// When the current poll began (ns since `started`), or `NOT_READY` between polls.
@@ -133,6 +137,7 @@ impl Meter {
             limits,
             queue,
             cpu_done: AtomicU64::new(0),
+            host_cpu: AtomicU64::new(0),
             poll_start: AtomicU64::new(0),
             poll_start_wall: AtomicU64::new(NOT_READY),
             polled_wall: AtomicU64::new(0),
@@ -184,7 +189,7 @@ impl Meter {
                 .fetch_add(self.now_ns().saturating_sub(began), SeqCst);
         }
         self.poll_start_wall.store(NOT_READY, SeqCst);
-        self.charge(self.cpu_done.load(Relaxed));
+        self.charge(self.cpu_done.load(Relaxed) + self.host_cpu.load(Relaxed));
     }
 
     /// CPU used so far; exact on the polling thread during a poll.
@@ -274,9 +279,10 @@ impl Budget {
     pub fn tick(&self) -> Verdict {
         let meter = &self.meter;
         let cpu = meter.cpu_in_poll();
-        meter.charge(cpu);
-        if cpu >= meter.limits.cpu.as_nanos() as u64 {
-            meter.trip(Limit::Cpu, Duration::from_nanos(cpu));
+        let all_cpu = cpu + meter.host_cpu.load(Relaxed);
+        meter.charge(all_cpu);
+        if all_cpu >= meter.limits.cpu.as_nanos() as u64 {
+            meter.trip(Limit::Cpu, Duration::from_nanos(all_cpu));
             return Verdict::Stop;
         }
         let wall = meter.wall_with(cpu);
@@ -288,6 +294,28 @@ impl Budget {
             return Verdict::Yield;
         }
         Verdict::Continue
+    }
+
+    /// Count `used` of CPU that the call's host work spent on another thread while the call
+    /// waited for it (a SQL statement on a database thread): charged to the tenant and held
+    /// against the call's CPU limit. False once the call is past its CPU or wall-clock limit,
+    /// and the work should stop.
+    pub fn charge_host_cpu(&self, used: Duration) -> bool {
+        let meter = &self.meter;
+        let host =
+            meter.host_cpu.fetch_add(used.as_nanos() as u64, Relaxed) + used.as_nanos() as u64;
+        let done = meter.cpu_done.load(Relaxed);
+        meter.charge(done + host);
+        if done + host >= meter.limits.cpu.as_nanos() as u64 {
+            meter.trip(Limit::Cpu, Duration::from_nanos(done + host));
+            return false;
+        }
+        let wall = meter.wall();
+        if wall >= meter.limits.wall {
+            meter.trip(Limit::Wall, wall);
+            return false;
+        }
+        true
     }
 
     /// Which limit stopped the call, once [`Budget::tick`] said [`Verdict::Stop`].

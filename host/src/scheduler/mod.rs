@@ -74,6 +74,7 @@ use std::{
 use tokio::sync::oneshot;
 
 use budget::Meter;
+pub(crate) use budget::thread_cpu_ns;
 pub use budget::{Budget, Limit, Overrun, TimeLimits, Verdict};
 use threads::Threads;
 

@@ -80,6 +80,8 @@ struct RawLimits {
     db_max_size_mb: Option<Spanned<u64>>,
     db_max_rows: Option<Spanned<u64>>,
     db_max_result_mb: Option<Spanned<u64>>,
+    db_max_temp_mb: Option<Spanned<u64>>,
+    db_max_memory_mb: Option<Spanned<u64>>,
 }
 
 /// A `[tenant.NAME]` section as written: the tenant's own keys and any limit.
@@ -114,6 +116,8 @@ struct RawTenant {
     db_max_size_mb: Option<Spanned<u64>>,
     db_max_rows: Option<Spanned<u64>>,
     db_max_result_mb: Option<Spanned<u64>>,
+    db_max_temp_mb: Option<Spanned<u64>>,
+    db_max_memory_mb: Option<Spanned<u64>>,
 }
 
 impl RawTenant {
@@ -131,6 +135,8 @@ impl RawTenant {
             db_max_size_mb: self.db_max_size_mb.clone(),
             db_max_rows: self.db_max_rows.clone(),
             db_max_result_mb: self.db_max_result_mb.clone(),
+            db_max_temp_mb: self.db_max_temp_mb.clone(),
+            db_max_memory_mb: self.db_max_memory_mb.clone(),
         }
     }
 }
@@ -553,6 +559,12 @@ fn resolve(raw: &RawLimits, base: &TenantLimits) -> Result<TenantLimits, (Range<
     }
     if let Some(n) = positive(&raw.db_max_result_mb, "db_max_result_mb")? {
         limits.db.max_bytes = usize::try_from(n.saturating_mul(MIB)).unwrap_or(usize::MAX);
+    }
+    if let Some(n) = positive(&raw.db_max_temp_mb, "db_max_temp_mb")? {
+        limits.db.max_temp_bytes = n.saturating_mul(MIB);
+    }
+    if let Some(n) = positive(&raw.db_max_memory_mb, "db_max_memory_mb")? {
+        limits.db.max_memory_bytes = n.saturating_mul(MIB);
     }
     Ok(limits)
 }
