@@ -198,7 +198,7 @@ impl Data {
                         )),
                     })?;
                 }
-                kv::KvStore::sqlite(&dir.join(db::FILE_NAME), kv).map_err(|error| {
+                kv::KvStore::sqlite_in(dir, &dir.join(db::FILE_NAME), kv).map_err(|error| {
                     DataError::Kv {
                         place: in_dir.clone(),
                         error,

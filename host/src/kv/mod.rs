@@ -110,6 +110,19 @@ impl KvStore {
         })
     }
 
+    /// The store kept in the data folder `dir` ([`sqlite::FILE_NAME`]), after moving in the
+    /// entries an earlier version kept in the SQL database's file `legacy`.
+    pub fn sqlite_in(
+        dir: &std::path::Path,
+        legacy: &std::path::Path,
+        bounds: Bounds,
+    ) -> Result<Self, KvError> {
+        Ok(Self {
+            bounds,
+            backend: Arc::new(Backend::Sqlite(sqlite::SqliteKv::open_in(dir, legacy)?)),
+        })
+    }
+
     /// The store under `prefix` (e.g. `filerouter:tenant:acme:`) on the Redis server at `url`
     /// (`redis://[user:password@]host[:port][/db]`). Only parses the URL: the first operation
     /// connects, and a server that cannot be reached makes operations fail with

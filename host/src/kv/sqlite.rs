@@ -1,12 +1,19 @@
-//! The kv store in a SQLite database: a table in the project's SQLite file (the default), or
-//! in an in-memory database for a store that need not last (a build's, a test's).
+//! The kv store in a SQLite database: a file of its own in the project's data folder
+//! ([`FILE_NAME`], beside the SQL database's), or an in-memory database for a store that need
+//! not last (a build's, a test's).
 //!
 //! Entries live in `_filerouter_kv` (key, JSON text, expiry in Unix milliseconds), and what they
 //! cost in `_filerouter_kv_stats`, updated in the same transaction as every write, so the bounds
-//! hold across restarts and across processes sharing the file. Route code's own SQL cannot
-//! touch either table (`crate::db`'s guard refuses `_filerouter_` names). Every operation is one
-//! `BEGIN IMMEDIATE` transaction on a blocking thread: SQLite waits for locks and disk there,
-//! never on an async or guest thread.
+//! hold across restarts and across processes sharing the file. Every operation is one
+//! `BEGIN IMMEDIATE` transaction on a database thread (`crate::db::threads`): SQLite waits for
+//! locks and disk there, never on an async or guest thread.
+//!
+//! The kv file is not the SQL database's file, because SQLite has one write lock per file: kv
+//! in the database's file waited for any request's open write transaction (5 s, then
+//! `database is locked`), and a kv call inside the request's own transaction could never
+//! succeed. So kv and SQL are independent: a kv write is never part of a SQL transaction (it
+//! is not rolled back with one), as on Redis. Entries an earlier version kept in the
+//! database's file are moved here once, when the store opens ([`SqliteKv::open_in`]).
 
 use std::{
     path::Path,
@@ -35,6 +42,50 @@ CREATE TABLE IF NOT EXISTS _filerouter_kv_stats (
 INSERT OR IGNORE INTO _filerouter_kv_stats (id, keys, bytes) VALUES (1, 0, 0);
 ";
 
+/// The kv file's name in the project's data folder.
+pub const FILE_NAME: &str = "kv.sqlite3";
+
+/// Move the entries of `legacy`'s `_filerouter_kv` into the store on `conn`: copied in one
+/// transaction of the kv file, then dropped from `legacy` in one of its own (a crash between
+/// the two copies them again at the next start, keeping the kv file's values).
+fn adopt(conn: &Connection, legacy: &Path) -> rusqlite::Result<()> {
+    let Some(name) = legacy.to_str() else {
+        return Ok(());
+    };
+    conn.execute("ATTACH DATABASE ?1 AS legacy", [name])?;
+    let moved = (|| {
+        let present: i64 = conn.query_row(
+            "SELECT count(*) FROM legacy.sqlite_schema WHERE name = '_filerouter_kv'",
+            [],
+            |r| r.get(0),
+        )?;
+        if present == 0 {
+            return Ok(());
+        }
+        conn.execute_batch(&format!(
+            "BEGIN IMMEDIATE;
+             INSERT OR IGNORE INTO main._filerouter_kv (key, value, expires_at)
+                 SELECT key, value, expires_at FROM legacy._filerouter_kv;
+             UPDATE main._filerouter_kv_stats SET
+                 keys = (SELECT count(*) FROM main._filerouter_kv),
+                 bytes = (SELECT coalesce(sum(length(CAST(key AS BLOB)) + length(CAST(value AS BLOB)) + {overhead}), 0) FROM main._filerouter_kv);
+             COMMIT;",
+            overhead = super::ENTRY_OVERHEAD
+        ))?;
+        conn.execute_batch(
+            "BEGIN IMMEDIATE;
+             DROP TABLE legacy._filerouter_kv;
+             DROP TABLE IF EXISTS legacy._filerouter_kv_stats;
+             COMMIT;",
+        )
+    })();
+    if moved.is_err() && !conn.is_autocommit() {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    let detached = conn.execute_batch("DETACH DATABASE legacy");
+    moved.and(detached)
+}
+
 /// A store in one SQLite database.
 pub struct SqliteKv {
     conn: Arc<Mutex<Connection>>,
@@ -47,6 +98,23 @@ impl SqliteKv {
         Self::with_connection(conn)
     }
 
+    /// The store in `dir`'s [`FILE_NAME`], after moving into it the entries an earlier version
+    /// kept in the SQL database's file `legacy` (its tables are dropped there once copied; a
+    /// key already in the kv file keeps its value).
+    pub fn open_in(dir: &Path, legacy: &Path) -> Result<Self, KvError> {
+        let store = Self::open(&dir.join(FILE_NAME))?;
+        if legacy.exists() {
+            let conn = store.conn.lock().unwrap_or_else(|e| e.into_inner());
+            adopt(&conn, legacy).map_err(|e| {
+                KvError::Unavailable(format!(
+                    "cannot move the kv entries out of {}: {e}",
+                    legacy.display()
+                ))
+            })?;
+        }
+        Ok(store)
+    }
+
     /// A store in a private in-memory database.
     pub fn in_memory() -> Self {
         // An in-memory database cannot fail to open but for want of memory; the schema is ours.
@@ -55,6 +123,7 @@ impl SqliteKv {
     }
 
     fn with_connection(conn: Connection) -> Result<Self, KvError> {
+        // The host's own statements; no route code's SQL runs here.
         conn.busy_timeout(BUSY_TIMEOUT).map_err(unavailable)?;
         conn.execute_batch(SCHEMA).map_err(unavailable)?;
         Ok(Self {
@@ -69,7 +138,7 @@ impl SqliteKv {
         F: FnOnce(&rusqlite::Transaction<'_>) -> Result<T, KvError> + Send + 'static,
     {
         let conn = self.conn.clone();
-        let blocking = tokio::task::spawn_blocking(move || {
+        let blocking = crate::db::threads::run(move || {
             // A panic while holding the lock leaves no half-written entry: SQLite rolled back.
             let mut conn = conn.lock().unwrap_or_else(|e| e.into_inner());
             let tx = conn
