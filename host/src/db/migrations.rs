@@ -95,8 +95,10 @@ pub fn read(root: &Path) -> Result<Vec<Migration>, MigrationError> {
     names
         .into_iter()
         .map(|name| {
-            let sql =
-                regular_file::read_to_string(&dir.join(&name), regular_file::MAX_SOURCE_BYTES)?;
+            // A link may lead to another file of the project, never out of it.
+            let path = dir.join(&name);
+            let bytes = regular_file::read_inside(&path, root, regular_file::MAX_SOURCE_BYTES)?;
+            let sql = String::from_utf8(bytes).map_err(|_| FileError::NotText(path))?;
             Ok(Migration { name, sql })
         })
         .collect()
