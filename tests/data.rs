@@ -278,14 +278,14 @@ fn hostile_statements_get_a_clear_error_and_change_nothing() {
             "busy_timeout",
         ),
         (
-            "SELECT * FROM _filerouter_kv".to_string(),
+            "SELECT * FROM _filerouter_migrations".to_string(),
             "NotAllowed",
-            "_filerouter_kv",
+            "_filerouter_migrations",
         ),
         (
-            "DELETE FROM _FILEROUTER_KV_STATS".to_string(),
+            "DELETE FROM _FILEROUTER_MIGRATIONS".to_string(),
             "NotAllowed",
-            "_filerouter_kv_stats",
+            "_filerouter_migrations",
         ),
         (
             "DROP TABLE _filerouter_migrations".to_string(),
@@ -325,12 +325,15 @@ fn hostile_statements_get_a_clear_error_and_change_nothing() {
             .contains(&"OperationalError".into())
     );
     // Through a view and a trigger (compiled into the statement that uses them): refused too.
-    sql(&server, "CREATE VIEW peek AS SELECT * FROM _filerouter_kv");
+    sql(
+        &server,
+        "CREATE VIEW peek AS SELECT * FROM _filerouter_migrations",
+    );
     assert_eq!(sql(&server, "SELECT * FROM peek")["error"], "NotAllowed");
     // A trigger is refused when it is created or, at the latest, when a statement fires it.
     let trigger = sql(
         &server,
-        "CREATE TRIGGER wipe AFTER INSERT ON posts BEGIN DELETE FROM _filerouter_kv; END",
+        "CREATE TRIGGER wipe AFTER INSERT ON posts BEGIN DELETE FROM _filerouter_migrations; END",
     );
     let mut posts = 1;
     if trigger["error"].is_null() {
