@@ -7,7 +7,8 @@
 # Targets (fuzz/fuzz_targets/): route_scan (the route scanner on generated folder trees),
 # route_lookup (route table lookup, percent-decoding and the static-file path check on
 # generated paths), cache_decoder (the build cache's container, checksum, encryption and
-# sections on generated files), http_head (the request-head checks the host does itself).
+# sections on generated files), http_head (the request-head checks the host does itself),
+# sql_guard (route code's SQL text and parameters through the guard and a real database).
 # Each starts from the seed corpus in fuzz/seeds/TARGET; what the fuzzer finds new goes to
 # target/fuzz-corpus/TARGET (not the repository), crashes to fuzz/artifacts/TARGET.
 # Needs cargo-fuzz (`cargo install cargo-fuzz`, installed here if missing) and the pinned
@@ -16,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
 SECONDS_EACH="${1:-60}"
-TARGETS="${TARGETS:-route_scan route_lookup cache_decoder http_head}"
+TARGETS="${TARGETS:-route_scan route_lookup cache_decoder http_head sql_guard}"
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
   cargo install cargo-fuzz --locked
