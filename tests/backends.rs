@@ -241,13 +241,14 @@ impl Postgres {
             .unwrap_or_else(|e| panic!("psql {statements:?}: {e}"))
     }
 
-    /// A role `name` that logs in with the password and owns database `name`, which nobody
-    /// else may connect to; its URL.
+    /// A role `name` that logs in with the password, may create roles (filerouter makes
+    /// route code's role `NAME_route`) and owns database `name`, which nobody else may connect
+    /// to; its URL.
     fn create_app(&self, name: &str) -> String {
         self.psql(
             "postgres",
             &[
-                &format!("CREATE ROLE {name} LOGIN PASSWORD '{PASSWORD}'"),
+                &format!("CREATE ROLE {name} LOGIN CREATEROLE PASSWORD '{PASSWORD}'"),
                 &format!("CREATE DATABASE {name} OWNER {name}"),
                 &format!("REVOKE CONNECT ON DATABASE {name} FROM PUBLIC"),
             ],
@@ -562,6 +563,38 @@ fn app() -> Project {
                 conn = sqlite3.connect("app.db")
                 try:
                     return {"rows": [list(r) for r in conn.execute(f"SELECT * FROM {table}")]}
+                except sqlite3.Error as e:
+                    return {"error": type(e).__name__, "message": str(e)}, 400
+            "#,
+        ),
+        (
+            "routes/kvkey/route.py",
+            r#"
+            from filerouter import kv
+
+            def GET(request, key: str):
+                return {"value": kv.get(key)}
+
+            def POST(request, key: str, value: str):
+                kv.set(key, value)
+                return {"set": key}
+            "#,
+        ),
+        (
+            "routes/sql/route.py",
+            r#"
+            import sqlite3
+
+            async def POST(request):
+                body = await request.json()
+                conn = sqlite3.connect("app.db")
+                try:
+                    if body.get("script"):
+                        conn.executescript(body["sql"])
+                        return {"rows": None}
+                    rows = conn.execute(body["sql"]).fetchall()
+                    conn.commit()
+                    return {"rows": [list(r) for r in rows]}
                 except sqlite3.Error as e:
                     return {"error": type(e).__name__, "message": str(e)}, 400
             "#,
@@ -921,18 +954,28 @@ fn tenants_have_their_own_roles_databases_and_kv_keys() {
         get("beta.test", "/kv"),
         serde_json::json!({"secret": "beta.test", "count": 1})
     );
-    let keys = servers
-        .redis
-        .command(&["KEYS", "filerouter:tenant:*"])
-        .unwrap();
+    let keys = servers.redis.command(&["KEYS", "filerouter:t:*"]).unwrap();
     assert!(
-        keys.iter()
-            .any(|k| k.starts_with("filerouter:tenant:alpha:"))
-            && keys
-                .iter()
-                .any(|k| k.starts_with("filerouter:tenant:beta:")),
+        keys.iter().any(|k| k.starts_with("filerouter:t:alpha:"))
+            && keys.iter().any(|k| k.starts_with("filerouter:t:beta:")),
         "{keys:?}"
     );
+    // Route code's role of one tenant may not connect to the other's database either, and
+    // has no privilege beyond its own database.
+    for (route, other) in [
+        ("tenant_alpha_route", "tenant_beta"),
+        ("tenant_beta_route", "tenant_alpha"),
+    ] {
+        let facts = servers.pg.psql(
+            "postgres",
+            &[&format!(
+                "SELECT has_database_privilege('{route}', '{other}', 'CONNECT'), rolcreaterole, rolcreatedb, rolsuper,
+                        (SELECT count(*) FROM pg_auth_members WHERE member = r.oid)
+                   FROM pg_roles r WHERE rolname = '{route}'"
+            )],
+        );
+        assert_eq!(facts, "f|f|f|f|0", "{route}");
+    }
     assert_no_password("the tenants server's output", &server.log());
 }
 
@@ -1098,7 +1141,378 @@ fn the_sqlite3_api_works_the_same_on_postgres() {
     assert_eq!(
         servers
             .pg
-            .psql("api", &["SELECT name FROM _filerouter_migrations"]),
+            .psql("api", &["SELECT name FROM _filerouter.migrations"]),
         "0001_items.sql"
     );
+}
+
+/// POST /sql: run `sql` as route code (`executescript` if `script`); (status, body).
+fn route_sql(server: &Server, sql: &str, script: bool) -> (u16, serde_json::Value) {
+    let response = server
+        .request("POST", "/sql")
+        .json(&serde_json::json!({ "sql": sql, "script": script }))
+        .send()
+        .expect("POST /sql");
+    let status = response.status().as_u16();
+    (status, response.json().unwrap_or_default())
+}
+
+/// The record's rows, as the superuser sees them.
+fn record(servers: &Servers, db: &str) -> String {
+    servers.pg.psql(
+        db,
+        &["SELECT name FROM _filerouter.migrations ORDER BY name"],
+    )
+}
+
+/// Issue 40: the host's record is out of route code's reach because route code logs in as a
+/// role without rights on it, not because its SQL is read: every spelling that got past the
+/// old lexical guard, and their neighbours, is refused by Postgres, and a restart still finds
+/// the migration applied.
+#[test]
+fn route_code_cannot_reach_the_hosts_record_by_any_spelling() {
+    let Some(servers) = servers() else { return };
+    let url = servers.pg.create_app("hostile");
+    let project = tempfile::tempdir().unwrap();
+    copy_built(project.path());
+    let server = run(project.path(), &["--database-url", &url, "--migrate"]);
+    assert_eq!(record(servers, "hostile"), "0001_posts.sql");
+    assert_eq!(post(&server, "before").status(), 201);
+
+    let attacks: &[(&str, bool)] = &[
+        // The three spellings of the report.
+        (r#"DELETE FROM U&"\005ffilerouter".migrations"#, false),
+        (r#"DELETE FROM U&"\005ffilerouter_migrations""#, false),
+        (
+            "SELECT query_to_xml('DELETE FROM _filerouter.migrations RETURNING name', true, true, '')",
+            false,
+        ),
+        (
+            "SELECT query_to_xml('SELECT * FROM _filerouter.migrations', true, true, '')",
+            false,
+        ),
+        (
+            "DO $$ BEGIN EXECUTE 'DELETE FROM ' || '_filer' || 'outer.migrations'; END $$",
+            false,
+        ),
+        // A function of route code's, even SECURITY DEFINER, runs as route code's role.
+        (
+            "CREATE FUNCTION public.wipe() RETURNS void SECURITY DEFINER LANGUAGE plpgsql AS $$ BEGIN EXECUTE 'DELETE FROM _filerouter.migrations'; END $$; SELECT public.wipe();",
+            true,
+        ),
+        ("ALTER TABLE _filerouter.migrations RENAME TO gone", false),
+        ("DROP SCHEMA _filerouter CASCADE", false),
+        // Becoming the owner.
+        ("RESET ROLE; DELETE FROM _filerouter.migrations;", true),
+        ("SET ROLE hostile", false),
+        ("SELECT set_config('role', 'hostile', false)", false),
+        ("SET SESSION AUTHORIZATION hostile", false),
+        ("GRANT hostile TO current_user", false),
+        ("GRANT USAGE ON SCHEMA _filerouter TO current_user", false),
+        ("ALTER ROLE current_user CREATEROLE", false),
+        // Search path games.
+        (
+            "SELECT set_config('search_path', '_filerouter, public', false); DELETE FROM migrations;",
+            true,
+        ),
+    ];
+    for (sql, script) in attacks {
+        let (status, body) = route_sql(&server, sql, *script);
+        assert_eq!(status, 400, "{sql}: {body}");
+        assert_eq!(
+            record(servers, "hostile"),
+            "0001_posts.sql",
+            "{sql}: {body}"
+        );
+    }
+    // What route code may do with names like the host's hurts nobody: a table of its own named
+    // like the old record, in public.
+    let (status, body) = route_sql(
+        &server,
+        "DO $$ BEGIN EXECUTE 'CREATE TABLE public.' || '_filerouter' || '_migrations (name TEXT, checksum TEXT, applied_at TEXT)'; END $$",
+        false,
+    );
+    assert_eq!(status, 200, "{body}");
+    // Its own role's password and settings are its own to change; the host puts them back.
+    let (status, body) = route_sql(&server, "ALTER ROLE current_user PASSWORD 'mine'", false);
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = route_sql(
+        &server,
+        "ALTER ROLE current_user SET role = 'hostile'",
+        false,
+    );
+    assert_eq!(status, 200, "{body}");
+    let before = server.log();
+    drop(server);
+
+    // A restart finds the migration applied (no --migrate: a record it could not read would
+    // make the database "behind"), and route code logs in again. (The first server may have
+    // put the password back already: a request that found no idle connection logged in anew.)
+    let server = run(project.path(), &["--database-url", &url]);
+    assert_eq!(posts(&server)["count"], 1);
+    assert_eq!(post(&server, "after").status(), 201);
+    let logs = format!("{before}\n{}", server.log());
+    assert!(logs.contains("were put back"), "{logs}");
+    assert_eq!(record(servers, "hostile"), "0001_posts.sql");
+    assert_no_password("the server's output", &server.log());
+}
+
+/// A URL whose role cannot create route code's role is an error at start that names the
+/// missing privilege and the SQL that grants it, never a silent fallback.
+#[test]
+fn a_role_without_createrole_stops_the_start_with_the_sql_to_fix_it() {
+    let Some(servers) = servers() else { return };
+    servers.pg.psql(
+        "postgres",
+        &[
+            &format!("CREATE ROLE plain LOGIN PASSWORD '{PASSWORD}'"),
+            "CREATE DATABASE plain OWNER plain",
+        ],
+    );
+    let url = servers.pg.url("plain", "plain");
+    let project = tempfile::tempdir().unwrap();
+    copy_built(project.path());
+    let path = project.path().to_str().unwrap();
+    let (code, output) = finish(
+        &[
+            "run",
+            "--project",
+            path,
+            "--database-url",
+            &url,
+            "--migrate",
+            "--port",
+            "0",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, Some(1), "{output}");
+    assert!(
+        output.contains("lacks CREATEROLE") && output.contains("ALTER ROLE plain CREATEROLE"),
+        "{output}"
+    );
+    assert_no_password("the refusal", &output);
+    // Nothing was made: no role, no record.
+    assert_eq!(
+        servers.pg.psql(
+            "plain",
+            &["SELECT count(*) FROM pg_roles WHERE rolname = 'plain_route'"]
+        ),
+        "0"
+    );
+
+    // Once the operator grants it, the same start works.
+    servers
+        .pg
+        .psql("postgres", &["ALTER ROLE plain CREATEROLE"]);
+    let server = run(project.path(), &["--database-url", &url, "--migrate"]);
+    assert_eq!(post(&server, "granted").status(), 201);
+}
+
+/// A database an earlier version served: its record in `public._filerouter_migrations` and
+/// its tables owned by the URL's role. The record moves into `_filerouter` once, the tables
+/// become route code's, and a later migration may alter them.
+#[test]
+fn an_earlier_versions_record_and_tables_move_once() {
+    let Some(servers) = servers() else { return };
+    servers.pg.create_app("earlier");
+    let project = tempfile::tempdir().unwrap();
+    copy_built(project.path());
+    let migration =
+        std::fs::read_to_string(project.path().join("migrations/0001_posts.sql")).unwrap();
+    let quoted = migration.replace('\'', "''");
+    // What the earlier version left, made as the owner.
+    let owner = Command::new(servers.pg.bin.join("psql"))
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d"])
+        .arg(servers.pg.url("earlier", "earlier"))
+        .args([
+            "-c",
+            "CREATE TABLE _filerouter_migrations (name TEXT PRIMARY KEY NOT NULL, checksum TEXT NOT NULL, applied_at TEXT NOT NULL)",
+            "-c",
+            &format!(
+                "INSERT INTO _filerouter_migrations VALUES ('0001_posts.sql', encode(sha256(convert_to('{quoted}', 'UTF8')), 'hex'), '2026-01-01T00:00:00.000Z')"
+            ),
+            "-c",
+            &migration,
+            "-c",
+            "INSERT INTO posts (title) VALUES ('from before')",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        owner.status.success(),
+        "{}",
+        String::from_utf8_lossy(&owner.stderr)
+    );
+    let url = servers.pg.url("earlier", "earlier");
+    let server = run(project.path(), &["--database-url", &url]);
+    assert_eq!(posts(&server)["titles"], serde_json::json!(["from before"]));
+    assert_eq!(post(&server, "after").status(), 201);
+    drop(server);
+    assert_eq!(record(servers, "earlier"), "0001_posts.sql");
+    assert_eq!(
+        servers.pg.psql(
+            "earlier",
+            &["SELECT to_regclass('public._filerouter_migrations') IS NULL, pg_get_userbyid(relowner) FROM pg_class WHERE relname = 'posts'"]
+        ),
+        "t|earlier_route"
+    );
+    // A later migration alters the earlier table: route code's role owns it now.
+    std::fs::write(
+        project.path().join("migrations/0002_body.sql"),
+        "ALTER TABLE posts ADD COLUMN body TEXT;\n",
+    )
+    .unwrap();
+    let (code, stdout, stderr) = run_with_env(
+        &[
+            "db",
+            "migrate",
+            "--project",
+            project.path().to_str().unwrap(),
+            "--database-url",
+            &url,
+        ],
+        project.path(),
+        &[],
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert_eq!(record(servers, "earlier"), "0001_posts.sql\n0002_body.sql");
+}
+
+/// Issue 40: a project served alone from a folder named `tenant` had the kv prefix
+/// `filerouter:tenant:`, which begins tenant `v`'s `filerouter:tenant:v:`, so the project's
+/// key `v:secret` was tenant v's `secret`. Projects and tenants now live in spaces no name
+/// can reach out of; an operator's prefix may not enter them.
+#[test]
+fn a_project_named_tenant_cannot_reach_tenant_vs_keys() {
+    let Some(servers) = servers() else { return };
+    let kv = servers.redis.url();
+    // One database for all of them (the fixture's migration is Postgres SQL): the kv store is
+    // what is tested.
+    let db = servers.pg.create_app("kvspaces");
+    let site = tempfile::tempdir().unwrap();
+    copy_built(&site.path().join("v"));
+    let file = site.path().join("tenants.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[tenant.v]\nhosts = [\"v.test\"]\nproject = \"v\"\nkv_url = \"{kv}\"\ndatabase_url = \"{db}\"\nmigrate = true\n"
+        ),
+    )
+    .unwrap();
+    let tenants = Server::start(
+        &["run", "--tenants", file.to_str().unwrap()],
+        &[],
+        Duration::from_secs(120),
+    );
+    // `host` empty: the single project's server, which any host reaches.
+    let request = |server: &Server, method: &str, host: &str| {
+        let request = server.request(method, "/kvkey");
+        if host.is_empty() {
+            request
+        } else {
+            request.header("host", host)
+        }
+    };
+    let set = |server: &Server, host: &str, key: &str, value: &str| {
+        let response = request(server, "POST", host)
+            .query(&[("key", key), ("value", value)])
+            .send()
+            .unwrap();
+        assert_eq!(response.status(), 200);
+    };
+    let get = |server: &Server, host: &str, key: &str| {
+        json(
+            request(server, "GET", host)
+                .query(&[("key", key)])
+                .send()
+                .unwrap(),
+        )["value"]
+            .clone()
+    };
+    set(&tenants, "v.test", "secret", "tenant-v-only");
+
+    let folder = tempfile::tempdir().unwrap();
+    let project = folder.path().join("tenant");
+    copy_built(&project);
+    let single = run(
+        &project,
+        &["--kv-url", &kv, "--database-url", &db, "--migrate"],
+    );
+    let host = "";
+    for key in ["v:secret", "secret", "v%3Asecret", ":v:secret"] {
+        assert_eq!(get(&single, host, key), serde_json::Value::Null, "{key}");
+        set(&single, host, key, "overwritten");
+    }
+    assert_eq!(get(&tenants, "v.test", "secret"), "tenant-v-only");
+    drop(single);
+
+    // Folders whose names hold `:` and the escape character stay apart too.
+    let mut stores = Vec::new();
+    for name in ["a:b", "a%3Ab", "a"] {
+        let project = folder.path().join(name);
+        copy_built(&project);
+        let server = run(
+            &project,
+            &["--kv-url", &kv, "--database-url", &db, "--migrate"],
+        );
+        set(&server, host, "b:k", name);
+        set(&server, host, "k", name);
+        stores.push((name, server));
+    }
+    for (name, server) in &stores {
+        assert_eq!(get(server, host, "b:k"), *name);
+        assert_eq!(get(server, host, "k"), *name);
+    }
+    drop(stores);
+    for key in servers.redis.command(&["KEYS", "*"]).unwrap() {
+        assert!(
+            key.starts_with("filerouter:p:") || key.starts_with("filerouter:t:"),
+            "{key}"
+        );
+    }
+
+    // An operator's prefix that imitates a tenant's (or any of filerouter's) is refused.
+    for prefix in ["filerouter:t:v:", "filerouter:tenant:", "filerouter:", ""] {
+        let (code, output) = finish(
+            &[
+                "run",
+                "--project",
+                project.to_str().unwrap(),
+                "--kv-url",
+                &kv,
+                "--kv-prefix",
+                prefix,
+                "--database-url",
+                &db,
+                "--port",
+                "0",
+            ],
+            Duration::from_secs(60),
+        );
+        assert_eq!(code, Some(1), "{prefix}: {output}");
+        assert!(
+            output.contains("overlaps filerouter's own keys"),
+            "{prefix}: {output}"
+        );
+        assert_no_password("the refusal", &output);
+    }
+    // Any other is used as given.
+    let single = run(
+        &project,
+        &[
+            "--kv-url",
+            &kv,
+            "--kv-prefix",
+            "myapp:",
+            "--database-url",
+            &db,
+        ],
+    );
+    set(&single, host, "k", "mine");
+    assert_eq!(
+        servers.redis.command(&["GET", "myapp:v:k"]).unwrap(),
+        ["\"mine\""]
+    );
+    assert_eq!(get(&tenants, "v.test", "secret"), "tenant-v-only");
 }

@@ -35,6 +35,8 @@ pub enum DataError {
     Database { place: String, error: db::DbError },
     #[error("the kv store {place}: {error}")]
     Kv { place: String, error: kv::KvError },
+    #[error("the kv prefix {0}")]
+    KvPrefix(#[from] KvPrefixError),
 }
 
 /// A server's URL as the operator gave it, which may hold a password: shown (`Display`,
@@ -119,8 +121,8 @@ pub struct Servers {
     pub database_url: Option<ServerUrl>,
     /// The Redis server for `filerouter.kv` (`redis://[user:password@]host:port[/db]`).
     pub kv_url: Option<ServerUrl>,
-    /// The prefix of the project's keys on the Redis server (`filerouter:NAME:`).
-    pub kv_prefix: String,
+    /// Where the project's keys live on the Redis server.
+    pub kv_prefix: KvPrefix,
 }
 
 impl Default for Data {
@@ -171,13 +173,13 @@ impl Data {
         let store = match &servers.kv_url {
             Some(url) => {
                 let place = format!("at {url}");
-                let store =
-                    kv::KvStore::redis(url.expose(), &servers.kv_prefix, kv).map_err(|error| {
-                        DataError::Kv {
-                            place: place.clone(),
-                            error,
-                        }
-                    })?;
+                let prefix = servers.kv_prefix.key_prefix()?;
+                let store = kv::KvStore::redis(url.expose(), &prefix, kv).map_err(|error| {
+                    DataError::Kv {
+                        place: place.clone(),
+                        error,
+                    }
+                })?;
                 // Reach it once now: a wrong URL or a server that is down stops the start.
                 if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                     runtime
@@ -248,18 +250,85 @@ pub fn dir(root: &Path, flag: Option<&Path>) -> PathBuf {
     root.join(DEFAULT_DIR)
 }
 
-/// The prefix of a project's keys on a shared Redis server when the operator names none:
-/// `filerouter:` and the project folder's name.
-pub fn default_kv_prefix(root: &Path) -> String {
+/// Where one project's (or tenant's) keys live on a shared Redis server.
+///
+/// The spaces filerouter makes are `filerouter:p:NAME:` for a single project (NAME: the
+/// project folder's name) and `filerouter:t:NAME:` for a tenant, NAME [escaped](escape_name)
+/// so that it holds no `:`. No such prefix is the beginning of another (each ends at the first
+/// `:` after its NAME, and `p` and `t` differ), so no two spaces can meet, whatever keys route
+/// code writes under them. An operator's `--kv-prefix` is used as given, but may not touch
+/// `filerouter:` (neither may start with the other): filerouter's spaces stay its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KvPrefix {
+    /// A single project, by its folder's name.
+    Project(String),
+    /// A tenant, by its name in the tenants file.
+    Tenant(String),
+    /// What the operator gave (`--kv-prefix`).
+    Operator(String),
+}
+
+/// Where filerouter's own kv spaces begin on a Redis server.
+pub const KV_ROOT: &str = "filerouter:";
+
+/// Why an operator's kv prefix is refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum KvPrefixError {
+    #[error(
+        "{0:?} (--kv-prefix) overlaps filerouter's own keys, which start with {KV_ROOT:?} (single projects under filerouter:p:NAME:, tenants under filerouter:t:NAME:): choose a prefix that does not start with {KV_ROOT:?}, such as \"myapp:\", or leave out --kv-prefix"
+    )]
+    Reserved(String),
+}
+
+impl Default for KvPrefix {
+    fn default() -> Self {
+        KvPrefix::Project("project".into())
+    }
+}
+
+impl KvPrefix {
+    /// The prefix of every Redis key of the store, or why the operator's is refused.
+    pub fn key_prefix(&self) -> Result<String, KvPrefixError> {
+        match self {
+            KvPrefix::Project(name) => Ok(format!("{KV_ROOT}p:{}:", escape_name(name))),
+            KvPrefix::Tenant(name) => Ok(format!("{KV_ROOT}t:{}:", escape_name(name))),
+            KvPrefix::Operator(prefix) => {
+                if prefix.starts_with(KV_ROOT) || KV_ROOT.starts_with(prefix.as_str()) {
+                    Err(KvPrefixError::Reserved(prefix.clone()))
+                } else {
+                    Ok(prefix.clone())
+                }
+            }
+        }
+    }
+}
+
+/// `name` with `%` written `%25` and `:` written `%3A`: no `:` is left, and two names stay
+/// two (the escape character is escaped too).
+pub fn escape_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            ':' => out.push_str("%3A"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Where a project's keys live on a shared Redis server when the operator names no prefix:
+/// the project folder's name.
+pub fn default_kv_prefix(root: &Path) -> KvPrefix {
     let name = root
         .file_name()
         .map_or_else(|| "project".into(), |n| n.to_string_lossy().into_owned());
-    format!("filerouter:{name}:")
+    KvPrefix::Project(name)
 }
 
-/// The prefix of a tenant's keys on a shared Redis server (always this one).
-pub fn tenant_kv_prefix(tenant: &str) -> String {
-    format!("filerouter:tenant:{tenant}:")
+/// Where a tenant's keys live on a shared Redis server (always there).
+pub fn tenant_kv_prefix(tenant: &str) -> KvPrefix {
+    KvPrefix::Tenant(tenant.to_string())
 }
 
 #[cfg(test)]
@@ -297,10 +366,56 @@ mod tests {
 
     #[test]
     fn prefixes_name_the_project_or_tenant() {
+        let prefix = |p: KvPrefix| p.key_prefix().unwrap();
         assert_eq!(
-            default_kv_prefix(Path::new("/srv/shop")),
-            "filerouter:shop:"
+            prefix(default_kv_prefix(Path::new("/srv/shop"))),
+            "filerouter:p:shop:"
         );
-        assert_eq!(tenant_kv_prefix("acme"), "filerouter:tenant:acme:");
+        assert_eq!(prefix(tenant_kv_prefix("acme")), "filerouter:t:acme:");
+        assert_eq!(prefix(KvPrefix::Operator("myapp:".into())), "myapp:");
+    }
+
+    #[test]
+    fn no_prefix_is_the_beginning_of_another() {
+        // The reported collision: a project folder named `tenant` and a tenant `v`.
+        let names = [
+            "tenant", "v", "tenant:v", "v:", ":", "", "%", "%3A", "%253A", "a%3Ab", "a:b", "t",
+            "p", "t:v", "p:x", "tenant:", "x:y:z", " ",
+        ];
+        let mut all = Vec::new();
+        for name in names {
+            all.push(KvPrefix::Project(name.into()).key_prefix().unwrap());
+            all.push(KvPrefix::Tenant(name.into()).key_prefix().unwrap());
+        }
+        all.push(KvPrefix::Operator("myapp:".into()).key_prefix().unwrap());
+        all.push(
+            KvPrefix::Operator("filerouteR:".into())
+                .key_prefix()
+                .unwrap(),
+        );
+        for (i, a) in all.iter().enumerate() {
+            for (j, b) in all.iter().enumerate() {
+                assert!(i == j || !b.starts_with(a.as_str()), "{a:?} begins {b:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn operator_prefixes_may_not_touch_filerouters_spaces() {
+        for prefix in [
+            "filerouter:t:v:",
+            "filerouter:tenant:",
+            "filerouter:p:shop:",
+            "filerouter:",
+            "filerouter",
+            "f",
+            "",
+        ] {
+            let error = KvPrefix::Operator(prefix.into()).key_prefix().unwrap_err();
+            assert!(
+                error.to_string().contains("overlaps filerouter's own keys"),
+                "{error}"
+            );
+        }
     }
 }

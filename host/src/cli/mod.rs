@@ -129,8 +129,8 @@ pub struct RunArgs {
     /// [default: FILEROUTER_KV_URL, else the data folder].
     #[arg(long, value_name = "URL", conflicts_with = "tenants")]
     pub kv_url: Option<String>,
-    /// The prefix of the project's keys on the Redis server [default: filerouter:NAME: with
-    /// the project folder's name].
+    /// The prefix of the project's keys on the Redis server, not starting with filerouter:
+    /// [default: filerouter:p:NAME: with the project folder's name].
     #[arg(long, value_name = "PREFIX", conflicts_with = "tenants")]
     pub kv_prefix: Option<String>,
     /// With --tenants: serve Prometheus metrics (/metrics) and health (/healthz) on ADDR
@@ -174,8 +174,8 @@ pub struct ServerArgs {
     /// [default: FILEROUTER_KV_URL, else the data folder].
     #[arg(long, value_name = "URL")]
     pub kv_url: Option<String>,
-    /// The prefix of the project's keys on the Redis server [default: filerouter:NAME: with
-    /// the project folder's name].
+    /// The prefix of the project's keys on the Redis server, not starting with filerouter:
+    /// [default: filerouter:p:NAME: with the project folder's name].
     #[arg(long, value_name = "PREFIX")]
     pub kv_prefix: Option<String>,
 }
@@ -196,10 +196,10 @@ impl ServerArgs {
                 .clone()
                 .or_else(|| env("FILEROUTER_KV_URL"))
                 .map(crate::data::ServerUrl::new),
-            kv_prefix: self
-                .kv_prefix
-                .clone()
-                .unwrap_or_else(|| crate::data::default_kv_prefix(root)),
+            kv_prefix: match &self.kv_prefix {
+                Some(prefix) => crate::data::KvPrefix::Operator(prefix.clone()),
+                None => crate::data::default_kv_prefix(root),
+            },
         }
     }
 }

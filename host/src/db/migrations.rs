@@ -9,9 +9,10 @@
 //! behind the build's migrations unless started with `--migrate`. Migration SQL runs under the
 //! same guard as route code's ([`super::guard`]): it is the project's code too.
 //!
-//! On Postgres ([`super::postgres`]) the record is the same table in the operator's database;
-//! each file runs as one simple query inside its own transaction, under an advisory lock so
-//! that several processes starting at once apply each file once. A failure names the line when
+//! On Postgres ([`super::postgres`]) the record is `_filerouter.migrations`, in a schema only
+//! the URL's role may use ([`super::postgres::roles`]); each file runs as route code's role
+//! (it is the project's code), as one simple query inside its own transaction, under an
+//! advisory lock so that several processes starting at once apply each file once. A failure names the line when
 //! Postgres gives the error's position (a syntax error, an unknown table or column); when it
 //! does not (a constraint that fails while the file runs), only the file.
 
@@ -268,69 +269,111 @@ fn apply_one(conn: &mut sqlite::Connection, migration: &Migration) -> Result<(),
     Ok(())
 }
 
-/// The record's table on Postgres.
-const PG_RECORD: &str = "CREATE TABLE IF NOT EXISTS _filerouter_migrations (
-    name TEXT PRIMARY KEY NOT NULL,
-    checksum TEXT NOT NULL,
-    applied_at TEXT NOT NULL
-)";
-
 /// The advisory lock that makes one process at a time apply migrations to a Postgres
 /// database (`filerouter` in ASCII).
 const PG_LOCK: i64 = 0x6669_6c65_726f_7574;
 
-/// Compare the record in Postgres with `migrations`; `create` the record's table if missing
-/// (else a missing table is an empty record: several processes may ask at once).
-async fn pg_compare(
+/// How long applying waits for a migration's transaction that another connection left open
+/// (a process that died while committing) to end.
+const PG_SETTLE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The Postgres record as the owner reads it: (name, checksum, when, where its transaction
+/// stands: `committed`, `aborted`, `in progress`, or `unknown` when too old to tell).
+async fn pg_records(
     conn: &mut postgres::Connection,
-    migrations: &[Migration],
-    create: bool,
-) -> Result<Status, MigrationError> {
-    if create {
-        conn.host_script(PG_RECORD)
-            .await
-            .map_err(|e| postgres::error(&e))?;
-    } else {
-        let exists = conn
-            .host_query("SELECT to_regclass('_filerouter_migrations')::text", &[])
-            .await?;
-        if exists
-            .first()
-            .and_then(|row| row.first())
-            .is_none_or(Option::is_none)
-        {
-            return Ok(compare_records(&[], migrations));
-        }
-    }
+) -> Result<Vec<(String, String, String, String)>, MigrationError> {
     let rows = conn
         .host_query(
-            "SELECT name, checksum, applied_at FROM _filerouter_migrations ORDER BY applied_at, name",
+            &format!(
+                "SELECT name, checksum, applied_at,
+                        CASE WHEN xid IS NULL THEN 'committed'
+                             ELSE coalesce(pg_catalog.txid_status(xid), 'unknown') END
+                   FROM {} ORDER BY applied_at, name",
+                postgres::roles::RECORD
+            ),
             &[],
         )
         .await?;
-    let recorded: Vec<(String, String, String)> = rows
+    Ok(rows
         .into_iter()
         .map(|row| {
             let mut row = row.into_iter().map(Option::unwrap_or_default);
-            (
-                row.next().unwrap_or_default(),
-                row.next().unwrap_or_default(),
-                row.next().unwrap_or_default(),
-            )
+            let mut next = || row.next().unwrap_or_default();
+            (next(), next(), next(), next())
         })
-        .collect();
+        .collect())
+}
+
+/// Compare the record in Postgres with `migrations`. A migration is applied when its
+/// transaction committed: with `settle` (the apply lock held), rows whose transaction aborted
+/// are removed and committed ones marked so; without, a row still in progress is pending.
+async fn pg_compare(
+    conn: &mut postgres::Connection,
+    migrations: &[Migration],
+    settle: bool,
+) -> Result<Status, MigrationError> {
+    let until = std::time::Instant::now() + PG_SETTLE;
+    let records = loop {
+        let records = pg_records(conn).await?;
+        let open = records.iter().any(|r| r.3 == "in progress");
+        if !settle || !open || std::time::Instant::now() >= until {
+            break records;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    let mut recorded = Vec::new();
+    for (name, checksum, at, state) in records {
+        match state.as_str() {
+            "committed" => {
+                if settle {
+                    pg_settle(conn, &name, "UPDATE {} SET xid = NULL").await?;
+                }
+                recorded.push((name, checksum, at));
+            }
+            "aborted" if settle => pg_settle(conn, &name, "DELETE FROM {}").await?,
+            "aborted" => {}
+            "in progress" if settle => {
+                return Err(MigrationError::Database(DbError::Unavailable(format!(
+                    "the transaction that applies {FOLDER}/{name} is still open on another connection after {}s: try again later",
+                    PG_SETTLE.as_secs()
+                ))));
+            }
+            "in progress" => {}
+            _ => {
+                return Err(MigrationError::Database(DbError::Unavailable(format!(
+                    "cannot tell whether the transaction that applied {FOLDER}/{name} committed (it is too old): check the database by hand, then keep the record's row (UPDATE {record} SET xid = NULL WHERE name = '{name}') or delete it",
+                    record = postgres::roles::RECORD
+                ))));
+            }
+        }
+    }
     Ok(compare_records(&recorded, migrations))
+}
+
+/// Run `statement` (`{}`: the record) on the record's row of `name` whose transaction ended.
+async fn pg_settle(
+    conn: &mut postgres::Connection,
+    name: &str,
+    statement: &str,
+) -> Result<(), MigrationError> {
+    let sql = format!(
+        "{} WHERE name = $1 AND xid IS NOT NULL",
+        statement.replace("{}", postgres::roles::RECORD)
+    );
+    conn.host_query(&sql, &[name]).await?;
+    Ok(())
 }
 
 async fn pg_apply(
     pool: &postgres::Pool,
     migrations: &[Migration],
 ) -> Result<Vec<String>, MigrationError> {
-    let mut conn = pool.host().await?;
+    let mut owner = pool.host().await?;
     // Released when the connection goes back to the pool (DISCARD ALL), or closes.
-    conn.host_query(&format!("SELECT pg_advisory_lock({PG_LOCK})::text"), &[])
+    owner
+        .host_query(&format!("SELECT pg_advisory_lock({PG_LOCK})::text"), &[])
         .await?;
-    let status = pg_compare(&mut conn, migrations, true).await?;
+    let status = pg_compare(&mut owner, migrations, true).await?;
     if let Some(changed) = status.changed.first() {
         return Err(MigrationError::Changed(changed.clone()));
     }
@@ -339,14 +382,20 @@ async fn pg_apply(
         .iter()
         .filter(|m| status.pending.contains(&m.name))
     {
-        pg_apply_one(&mut conn, migration).await?;
+        pg_apply_one(pool, &mut owner, migration).await?;
         applied.push(migration.name.clone());
     }
     Ok(applied)
 }
 
+/// Apply one migration as route code's role (it is the project's code), and record it as the
+/// owner. The two are two connections, so the record's row names the migration's transaction
+/// (`txid_current()`), written before it commits: the row counts only once that transaction
+/// committed ([`pg_compare`]), so a crash between the two commits cannot leave a migration
+/// applied but unrecorded, nor recorded but not applied.
 async fn pg_apply_one(
-    conn: &mut postgres::Connection,
+    pool: &postgres::Pool,
+    owner: &mut postgres::Connection,
     migration: &Migration,
 ) -> Result<(), MigrationError> {
     let failed = |line: Option<usize>, error: DbError| MigrationError::Failed {
@@ -360,24 +409,32 @@ async fn pg_apply_one(
             &migration.sql,
             statement.offset + leading(statement.text),
         ));
-        match pg_text::keywords(statement.text, 1)
-            .first()
+        let words = pg_text::keywords(statement.text, 2);
+        match words
+            .iter()
             .map(String::as_str)
+            .collect::<Vec<_>>()
+            .as_slice()
         {
-            Some("BEGIN" | "START" | "COMMIT" | "END" | "ROLLBACK" | "ABORT") => {
+            [
+                "BEGIN" | "START" | "COMMIT" | "END" | "ROLLBACK" | "ABORT",
+                ..,
+            ]
+            | ["PREPARE", "TRANSACTION"] => {
                 return Err(failed(
                     line,
                     DbError::Programming(
-                        "a migration runs in a transaction of its own: leave out BEGIN, COMMIT and ROLLBACK".into(),
+                        "a migration runs in a transaction of its own: leave out BEGIN, COMMIT, ROLLBACK and PREPARE TRANSACTION".into(),
                     ),
                 ));
             }
             _ => postgres::check_untrusted(statement.text).map_err(|e| failed(line, e))?,
         }
     }
-    conn.host_script("BEGIN")
-        .await
-        .map_err(|e| MigrationError::Database(postgres::error(&e)))?;
+    let mut conn = pool.migrator().await?;
+    let database = |e: tokio_postgres::Error| MigrationError::Database(postgres::error(&e));
+    conn.host_script("BEGIN").await.map_err(database)?;
+    let xid = transaction_id(&mut conn).await?;
     if let Err(e) = conn.host_script(&migration.sql).await {
         let _ = conn.host_script("ROLLBACK").await;
         let line = postgres::error_offset(&e, &migration.sql)
@@ -388,28 +445,76 @@ async fn pg_apply_one(
             });
         return Err(failed(line, postgres::error(&e)));
     }
-    let recorded = conn
+    // Still the transaction it began in (nothing in it ended or prepared it).
+    if transaction_id(&mut conn).await.ok().as_ref() != Some(&xid) {
+        let _ = conn.host_script("ROLLBACK").await;
+        return Err(failed(
+            None,
+            DbError::Programming("the migration ended its transaction".into()),
+        ));
+    }
+    let record = format!(
+        "INSERT INTO {} (name, checksum, applied_at, xid) VALUES ($1, $2, $3, $4)",
+        postgres::roles::RECORD
+    );
+    let recorded = owner
         .host_query(
-            "INSERT INTO _filerouter_migrations (name, checksum, applied_at) VALUES ($1, $2, $3)",
+            &record,
             &[
                 migration.name.as_str(),
                 migration.checksum().as_str(),
                 now_rfc3339().as_str(),
+                xid.as_str(),
             ],
         )
         .await;
-    let committed = match recorded {
-        Ok(_) => conn
-            .host_script("COMMIT")
-            .await
-            .map_err(|e| postgres::error(&e)),
-        Err(e) => Err(e),
-    };
-    if let Err(error) = committed {
+    if let Err(error) = recorded {
         let _ = conn.host_script("ROLLBACK").await;
         return Err(failed(None, error));
     }
-    Ok(())
+    let committed = conn.host_script("COMMIT").await;
+    drop(conn);
+    // Whatever COMMIT answered, the transaction's status says what happened.
+    let state = owner
+        .host_query("SELECT pg_catalog.txid_status($1)", &[xid.as_str()])
+        .await?
+        .into_iter()
+        .next()
+        .and_then(|row| row.into_iter().next().flatten());
+    match state.as_deref() {
+        Some("committed") => {
+            pg_settle(owner, &migration.name, "UPDATE {} SET xid = NULL").await?;
+            Ok(())
+        }
+        Some("aborted") => {
+            pg_settle(owner, &migration.name, "DELETE FROM {}").await?;
+            Err(failed(
+                None,
+                match committed {
+                    Err(e) => postgres::error(&e),
+                    Ok(()) => DbError::Operational("its transaction was rolled back".into()),
+                },
+            ))
+        }
+        _ => Err(MigrationError::Database(DbError::Unavailable(format!(
+            "the connection broke while {FOLDER}/{} was committing: the next start tells whether it was applied",
+            migration.name
+        )))),
+    }
+}
+
+/// The id of the transaction open on `conn` (assigned now if it has none yet).
+async fn transaction_id(conn: &mut postgres::Connection) -> Result<String, MigrationError> {
+    conn.host_query("SELECT pg_catalog.txid_current()::text", &[])
+        .await?
+        .into_iter()
+        .next()
+        .and_then(|row| row.into_iter().next().flatten())
+        .ok_or_else(|| {
+            MigrationError::Database(DbError::Unavailable(
+                "the database gave no transaction id".into(),
+            ))
+        })
 }
 
 /// The bytes of white space and comments at the start of a statement.

@@ -22,9 +22,12 @@
 //!   script in one simple query: without its own `BEGIN`, a failure rolls the whole script
 //!   back (SQLite keeps the statements before the failing one), and `changes` is -1.
 //!   SQLite's `BEGIN DEFERRED/IMMEDIATE/EXCLUSIVE` are plain `BEGIN` here.
-//! - Statements may not name the host's `_filerouter_` tables, nor `COPY` (the protocol here
-//!   has no room for it). Everything else is up to the database role: each tenant's role
-//!   should own its database and nothing else; the server refuses what the role may not do.
+//! - Route code's statements (and the project's migrations) run on connections that log in as
+//!   a role of their own, which has no rights on the host's tables ([`roles`]): that, not the
+//!   text of the SQL, keeps them out. The host's own statements run as the URL's role. A
+//!   statement that names a `_filerouter_` table is still refused before it is sent, with a
+//!   friendlier message than Postgres's, and so is `COPY` (the protocol here has no room for
+//!   it). Everything else is up to the database: the server refuses what the role may not do.
 //!
 //! A connection is checked out for one request with `statement_timeout` set to the request's
 //! remaining time, so a long statement is stopped by Postgres; a statement that still runs at
@@ -60,16 +63,25 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the host's own work (migrations, status) waits for a free connection.
 const HOST_WAIT: Duration = Duration::from_secs(60);
 
+/// Connections as the URL's role (the owner) one process keeps open at most, and idle.
+const HOST_MAX_OPEN: usize = 4;
+const HOST_MAX_IDLE: usize = 1;
+
 /// How long resetting a connection for the pool may take before it is closed instead.
 const RESET_WAIT: Duration = Duration::from_secs(5);
 
 /// The savepoint each statement inside a transaction runs under.
 const SAVEPOINT: &str = "_filerouter_statement";
 
-/// One Postgres database: how to reach it, and its idle connections.
+pub mod roles;
+
+/// One Postgres database: how to reach it, and idle connections as each of its two roles.
 #[derive(Clone)]
 pub struct Pool {
+    /// Route code's role: requests and migrations.
     inner: Arc<PoolInner>,
+    /// The URL's role: the host's own statements.
+    owner: Arc<PoolInner>,
 }
 
 struct PoolInner {
@@ -79,6 +91,12 @@ struct PoolInner {
     idle: Mutex<Vec<Client>>,
     /// One permit per open connection.
     permits: Arc<Semaphore>,
+    max_open: usize,
+    max_idle: usize,
+    /// Run on every checkout, before the statement timeout is set.
+    session: &'static str,
+    /// For route code's pool: how to put its role back when a login as it fails.
+    repair: Option<(Arc<PoolInner>, roles::RouteRole)>,
 }
 
 /// Whether `url` is a Postgres URL (or key-value connection string) tokio-postgres can use;
@@ -124,8 +142,9 @@ fn target(config: &tokio_postgres::Config) -> String {
 }
 
 impl Pool {
-    /// The database at `url`, connected to once now: a wrong URL, an unreachable server or a
-    /// refused login is an error at start.
+    /// The database at `url`, connected to once now as each role, its roles and the host's
+    /// schema prepared ([`roles::prepare`]): a wrong URL, an unreachable server, a refused
+    /// login or a role that cannot do what it must is an error at start.
     pub async fn connect(url: &str) -> Result<Pool, DbError> {
         let mut config = parse(url)?;
         if config.get_connect_timeout().is_none() {
@@ -134,17 +153,37 @@ impl Pool {
         if config.get_application_name().is_none() {
             config.application_name("filerouter");
         }
-        let pool = Pool {
-            inner: Arc::new(PoolInner {
-                target: target(&config),
-                config,
-                idle: Mutex::new(Vec::new()),
-                permits: Arc::new(Semaphore::new(MAX_OPEN)),
-            }),
-        };
-        let first = pool.inner.connect(Instant::now() + CONNECT_TIMEOUT).await?;
-        pool.inner.idle().push(first);
-        Ok(pool)
+        let target = target(&config);
+        let (role, route_config) = roles::RouteRole::of(&config).map_err(|e| unavailable(&e))?;
+        let owner = Arc::new(PoolInner {
+            target: target.clone(),
+            config,
+            idle: Mutex::new(Vec::new()),
+            permits: Arc::new(Semaphore::new(HOST_MAX_OPEN)),
+            max_open: HOST_MAX_OPEN,
+            max_idle: HOST_MAX_IDLE,
+            // Nothing route code made is looked up by the host's statements.
+            session: "SET search_path = pg_catalog;",
+            repair: None,
+        });
+        let first = owner.connect(Instant::now() + CONNECT_TIMEOUT).await?;
+        roles::prepare(&first, &role)
+            .await
+            .map_err(|e| unavailable(&e))?;
+        owner.idle().push(first);
+        let inner = Arc::new(PoolInner {
+            target,
+            config: route_config,
+            idle: Mutex::new(Vec::new()),
+            permits: Arc::new(Semaphore::new(MAX_OPEN)),
+            max_open: MAX_OPEN,
+            max_idle: MAX_IDLE,
+            session: "",
+            repair: Some((owner.clone(), role)),
+        });
+        let first = inner.connect(Instant::now() + CONNECT_TIMEOUT).await?;
+        inner.idle().push(first);
+        Ok(Pool { inner, owner })
     }
 
     /// `host:port/db`.
@@ -152,16 +191,27 @@ impl Pool {
         &self.inner.target
     }
 
-    /// A connection for route code, until `deadline`: its statements are guarded and stopped
-    /// at the deadline.
+    /// A connection for route code, until `deadline`, as route code's role: its statements
+    /// are guarded and stopped at the deadline.
     pub async fn checkout(&self, deadline: Instant) -> Result<Connection, DbError> {
         self.inner.clone().checkout(Some(deadline)).await
     }
 
-    /// A connection for the host's own work (migrations): no guard, no statement timeout.
-    pub async fn host(&self) -> Result<Connection, DbError> {
+    /// A connection for the project's migrations: route code's role (they are the project's
+    /// code), no statement timeout.
+    pub async fn migrator(&self) -> Result<Connection, DbError> {
         self.inner.clone().checkout(None).await
     }
+
+    /// A connection for the host's own work (the migrations' record), as the URL's role: no
+    /// guard, no statement timeout, `search_path` only `pg_catalog`. Never for project SQL.
+    pub async fn host(&self) -> Result<Connection, DbError> {
+        self.owner.clone().checkout(None).await
+    }
+}
+
+fn unavailable(e: &roles::RoleError) -> DbError {
+    DbError::Unavailable(e.to_string())
 }
 
 impl PoolInner {
@@ -169,22 +219,59 @@ impl PoolInner {
         self.idle.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// A new connection; for route code's role, after putting the role back once if a login
+    /// as it fails ([`roles::repair`]).
     async fn connect(&self, until: Instant) -> Result<Client, DbError> {
+        match self.connect_once(until).await {
+            Err(Refused::Login(e)) if self.repair.is_some() => {
+                let Some((owner, role)) = &self.repair else {
+                    return Err(self.refused(&e));
+                };
+                let client = owner.connect_once(until).await.map_err(|e| match e {
+                    Refused::Login(e) => owner.refused(&e),
+                    Refused::Other(e) => e,
+                })?;
+                roles::repair(&client, role)
+                    .await
+                    .map_err(|e| unavailable(&e))?;
+                drop(client);
+                self.connect_once(until).await.map_err(|e| match e {
+                    Refused::Login(e) => self.refused(&e),
+                    Refused::Other(e) => e,
+                })
+            }
+            Err(Refused::Login(e)) => Err(self.refused(&e)),
+            Err(Refused::Other(e)) => Err(e),
+            Ok(client) => Ok(client),
+        }
+    }
+
+    fn refused(&self, e: &tokio_postgres::Error) -> DbError {
+        DbError::Unavailable(format!(
+            "cannot connect to the database at {} as {}: {}",
+            self.target,
+            self.config.get_user().unwrap_or("?"),
+            chain(e)
+        ))
+    }
+
+    async fn connect_once(&self, until: Instant) -> Result<Client, Refused> {
         let connecting = self.config.connect(NoTls);
         let (client, connection) = match tokio::time::timeout_at(until.into(), connecting).await {
             Ok(Ok(pair)) => pair,
+            Ok(Err(e)) if is_login_refused(&e) => return Err(Refused::Login(e)),
             Ok(Err(e)) => {
-                return Err(DbError::Unavailable(format!(
+                return Err(Refused::Other(DbError::Unavailable(format!(
                     "cannot connect to the database at {}: {}",
                     self.target,
                     chain(&e)
-                )));
+                ))));
             }
             Err(_) => {
-                return Err(DbError::Unavailable(format!(
+                return Err(Refused::Other(DbError::Unavailable(format!(
                     "cannot connect to the database at {}: no answer in time",
                     self.target
-                )));
+                ))));
             }
         };
         let target = self.target.clone();
@@ -208,7 +295,8 @@ impl PoolInner {
             Ok(Err(_)) => return Err(DbError::Unavailable("the pool is closed".into())),
             Err(_) => {
                 return Err(DbError::Limit(format!(
-                    "all {MAX_OPEN} connections to the database were in use until this request's time limit"
+                    "all {} connections to the database were in use until this request's time limit",
+                    self.max_open
                 )));
             }
         };
@@ -242,7 +330,7 @@ impl PoolInner {
                 }
                 None => 0,
             };
-            let set = format!("SET statement_timeout = {timeout_ms}");
+            let set = format!("{}SET statement_timeout = {timeout_ms}", self.session);
             match tokio::time::timeout_at(until.into(), client.batch_execute(&set)).await {
                 Ok(Ok(())) => {
                     return Ok(Connection {
@@ -288,11 +376,29 @@ impl PoolInner {
         };
         if let Ok(Ok(())) = tokio::time::timeout(RESET_WAIT, reset).await {
             let mut idle = self.idle();
-            if idle.len() < MAX_IDLE {
+            if idle.len() < self.max_idle {
                 idle.push(client);
             }
         }
     }
+}
+
+/// Why a login failed: the role's password or settings (which [`roles::repair`] puts back),
+/// or anything else.
+enum Refused {
+    Login(tokio_postgres::Error),
+    Other(DbError),
+}
+
+/// Whether the server refused the login itself: a wrong password, or a setting of the role's
+/// that fails at login (`ALTER ROLE … SET role = …`), or a role that may not log in.
+fn is_login_refused(e: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::SqlState;
+    e.code().is_some_and(|c| {
+        *c == SqlState::INVALID_PASSWORD
+            || *c == SqlState::INSUFFICIENT_PRIVILEGE
+            || *c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION
+    })
 }
 
 fn time_limit() -> DbError {
@@ -838,7 +944,8 @@ impl Drop for Connection {
     }
 }
 
-/// Refuse what route code may not run on Postgres: the host's tables, and `COPY`.
+/// Refuse what route code may not run on Postgres: the host's tables by name (a friendly
+/// message only: the route role's lack of rights is the boundary), and `COPY`.
 pub fn check_untrusted(sql: &str) -> Result<(), DbError> {
     if let Some(table) = pg_text::names_host_table(sql) {
         return Err(DbError::Refused(format!(
@@ -1159,7 +1266,7 @@ pub fn error(e: &tokio_postgres::Error) -> DbError {
     match code {
         "57014" => time_limit(),
         "42501" => DbError::Refused(format!(
-            "{message}: the tenant's database role may use only its own database"
+            "{message}: route code's database role may use only the project's own tables"
         )),
         "25P02" => DbError::Operational(format!(
             "{message} (a statement of this transaction failed: roll it back)"

@@ -123,12 +123,12 @@ impl KvStore {
         })
     }
 
-    /// The store under `prefix` (e.g. `filerouter:tenant:acme:`) on the Redis server at `url`
+    /// The store under `prefix` (e.g. `filerouter:t:acme:`) on the Redis server at `url`
     /// (`redis://[user:password@]host[:port][/db]`). Only parses the URL: the first operation
     /// connects, and a server that cannot be reached makes operations fail with
-    /// [`KvError::Unavailable`] (never showing the URL's password) until it can. Stores meet
-    /// only if one's prefix is another's followed by `v:` (`app:` and `app:v:x:`): tenants'
-    /// `filerouter:tenant:{name}:` never are.
+    /// [`KvError::Unavailable`] (never showing the URL's password) until it can. Two stores
+    /// meet if one's prefix begins the other's (`app:` and `app:v:x:`): the caller gives
+    /// prefixes where none does (`crate::data::KvPrefix`).
     pub fn redis(url: &str, prefix: &str, bounds: Bounds) -> Result<Self, KvError> {
         Ok(Self {
             bounds,

@@ -4,7 +4,7 @@
 //! Every operation is one Lua script, so it is atomic on the server: the bounds check and the
 //! write of a multi-key `write` (all or none), `incr`'s read, sum and create-with-ttl,
 //! `compare_and_set`'s compare and swap. Every key the store touches lives under the prefix the
-//! host gives (e.g. `filerouter:tenant:acme:`). Under that prefix `P`:
+//! host gives (e.g. `filerouter:t:acme:`). Under that prefix `P`:
 //!
 //! - `P v:{key}`: the value (JSON text), with a Redis expiry when it has a ttl (so Redis frees
 //!   it on its own);
@@ -16,8 +16,8 @@
 //! - `P tmp`: a scratch key `incr` uses and deletes within its script.
 //!
 //! Route code's keys are only ever appended to `P v:`, so it never names a Redis key of its
-//! own, and two stores meet only if one's prefix is another's followed by `v:` (`app:` and
-//! `app:v:x:`); the host's prefixes never are.
+//! own, and two stores meet only if one's prefix begins the other's (`app:` and `app:v:x:`);
+//! the host's prefixes never do (`crate::data::KvPrefix` escapes the names in them).
 //!
 //! An entry is live while its value key exists and its expiry (in [`now_ms`] time, the host's
 //! clock, which the scripts are given so both backends agree) is in the future. Expired entries

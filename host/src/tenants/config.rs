@@ -33,7 +33,7 @@
 //! tenant a role of its own that owns its database and nothing else (`CREATE ROLE acme LOGIN
 //! PASSWORD '...'; CREATE DATABASE acme OWNER acme; REVOKE CONNECT ON DATABASE acme FROM
 //! PUBLIC;`). `kv_url` puts its kv store on a Redis server, under the keys
-//! `filerouter:tenant:NAME:`. Both are the operator's settings (with passwords: keep the file
+//! `filerouter:t:NAME:`. Both are the operator's settings (with passwords: keep the file
 //! private); no message shows a password. `env` and `env_file` give the values of the names the
 //! tenant's `config.py` declares in `environment` (`crate::environment`); a tenant never sees
 //! the server's own environment.
@@ -205,7 +205,7 @@ pub struct TenantConfig {
     /// else a database behind them refuses the tenant.
     pub migrate: bool,
     /// The servers that keep them instead, if any (`database_url`, `kv_url`; the kv prefix is
-    /// always `filerouter:tenant:NAME:`).
+    /// always `filerouter:t:NAME:`).
     pub servers: crate::data::Servers,
     /// Values for the names its `config.py` declares (`env`), and the operator's env file
     /// (`env_file`, absolute), read when the tenant loads (`crate::environment`).
@@ -393,9 +393,12 @@ impl TenantsConfig {
             let kv_prefix = crate::data::tenant_kv_prefix(name);
             let kv_url = match &section.kv_url {
                 Some(url) => {
-                    crate::kv::KvStore::redis(url.get_ref(), &kv_prefix, limits.kv).map_err(
-                        |e| at(Some(url.span()), format!("tenant {name}: `kv_url`: {e}")),
-                    )?;
+                    let prefix = kv_prefix.key_prefix().map_err(|e| {
+                        at(Some(url.span()), format!("tenant {name}: `kv_url`: {e}"))
+                    })?;
+                    crate::kv::KvStore::redis(url.get_ref(), &prefix, limits.kv).map_err(|e| {
+                        at(Some(url.span()), format!("tenant {name}: `kv_url`: {e}"))
+                    })?;
                     Some(crate::data::ServerUrl::new(url.get_ref()))
                 }
                 None => None,
@@ -733,7 +736,7 @@ mod tests {
             a.database_url.as_ref().map(|u| u.expose()),
             Some("postgres://a:s3cret@db:5432/a")
         );
-        assert_eq!(a.kv_prefix, "filerouter:tenant:a:");
+        assert_eq!(a.kv_prefix.key_prefix().unwrap(), "filerouter:t:a:");
         assert!(!format!("{config:?}").contains("s3cret"));
         assert_eq!(config.tenants[1].servers.database_url, None);
     }

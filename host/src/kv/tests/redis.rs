@@ -211,8 +211,8 @@ async fn prefixes_keep_stores_apart() {
         return;
     };
     let url = server.url();
-    let acme = KvStore::redis(&url, "filerouter:tenant:acme:", Bounds::default()).unwrap();
-    let beta = KvStore::redis(&url, "filerouter:tenant:beta:", Bounds::default()).unwrap();
+    let acme = KvStore::redis(&url, "filerouter:t:acme:", Bounds::default()).unwrap();
+    let beta = KvStore::redis(&url, "filerouter:t:beta:", Bounds::default()).unwrap();
     acme.set("k", "1".into(), None).await.unwrap();
     acme.incr("n", 1, Some(Duration::from_secs(60)))
         .await
@@ -228,21 +228,20 @@ async fn prefixes_keep_stores_apart() {
     assert_eq!(acme.keys("", None, 1000).await.unwrap(), ["k", "n", "w"]);
     // Route code's key names only ever follow the store's prefix (and `v:`), whatever they
     // look like: one that looks like another tenant's Redis key stays in its own store.
-    beta.set("filerouter:tenant:acme:v:k", "\"x\"".into(), None)
+    beta.set("filerouter:t:acme:v:k", "\"x\"".into(), None)
         .await
         .unwrap();
     assert_eq!(acme.get("k").await.unwrap().as_deref(), Some("1"));
     for key in server.all_keys().await {
         assert!(
-            key.starts_with("filerouter:tenant:acme:")
-                || key.starts_with("filerouter:tenant:beta:"),
+            key.starts_with("filerouter:t:acme:") || key.starts_with("filerouter:t:beta:"),
             "{key} is outside the stores' prefixes"
         );
     }
     // Each store's bounds count its own entries only.
     let small = KvStore::redis(
         &url,
-        "filerouter:tenant:small:",
+        "filerouter:t:small:",
         Bounds {
             max_keys: 1,
             ..Bounds::default()
