@@ -66,7 +66,8 @@ def _open(req):
     else:
         body = data
     try:
-        call, rest = _http._start(info, body, float(timeout))
+        # urllib gives the body as it came, its content-encoding undone by no one.
+        call, rest = _http._start(info, body, float(timeout), decode=False)
         if rest is not None:
             for chunk in rest:
                 _http._write(call, chunk, True, info)

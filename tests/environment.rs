@@ -652,3 +652,329 @@ fn the_jwt_login_app_ports_with_its_hashes_and_its_secret_out_of_the_source() {
         "the secret is in the project's files"
     );
 }
+
+// -- Redaction of every spelling (issue 40, item 4) ------------------------------------------
+
+/// A secret with what escapes differently in every encoding: a backslash, both quotes,
+/// non-ASCII (one above the BMP), a tab, a control character, `/`, `+`, a space, `&<>` and `%`.
+const HARD: &str = "pw\\Backslash'Quote\"Dbl é😀\t\u{1}/+ &<>%x";
+/// A secret with a single quote and no double quote: `repr` shows it in double quotes.
+const HARD_SINGLE: &str = "it's\\another-secret é";
+
+/// Route code that prints, logs and raises a secret in the spelling its path names, or, with
+/// `?show=1`, returns that spelling (a response is the route's own, never redacted): the test
+/// learns each spelling from real Python.
+const SPELL: &str = r#"
+import base64
+import html
+import json
+import logging
+import re
+import urllib.parse
+
+from filerouter import env
+
+
+def lower_hex(text):
+    return re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), text)
+
+
+def b64(encode, text, strip=False):
+    out = encode(text.encode()).decode()
+    return out.rstrip("=") if strip else out
+
+
+SPELLINGS = {
+    "raw": lambda v, w: v,
+    "str": lambda v, w: f"{str(v)}",
+    "repr": lambda v, w: repr(v),
+    "repr_double_quoted": lambda v, w: repr(w),
+    "repr_in_a_dict": lambda v, w: repr({"token": v}),
+    "ascii": lambda v, w: ascii(v),
+    "json": lambda v, w: json.dumps(v),
+    "json_unicode": lambda v, w: json.dumps(v, ensure_ascii=False),
+    "unicode_escape": lambda v, w: v.encode("unicode_escape").decode(),
+    "bytes_repr": lambda v, w: repr(v.encode()),
+    "repr_of_json": lambda v, w: repr(json.dumps({"token": v})),
+    "quote": lambda v, w: urllib.parse.quote(v),
+    "quote_no_safe": lambda v, w: urllib.parse.quote(v, safe=""),
+    "quote_plus": lambda v, w: urllib.parse.quote_plus(v),
+    "quote_lower_hex": lambda v, w: lower_hex(urllib.parse.quote_plus(v)),
+    "urlencode": lambda v, w: urllib.parse.urlencode({"token": v}),
+    "base64": lambda v, w: b64(base64.b64encode, v),
+    "base64_unpadded": lambda v, w: b64(base64.b64encode, v, strip=True),
+    "base64_urlsafe": lambda v, w: b64(base64.urlsafe_b64encode, v),
+    "base64_urlsafe_unpadded": lambda v, w: b64(base64.urlsafe_b64encode, v, strip=True),
+    "base64_basic_auth": lambda v, w: "Basic " + b64(base64.b64encode, "user:" + v),
+    "html": lambda v, w: html.escape(v),
+    "html_unquoted": lambda v, w: html.escape(v, quote=False),
+}
+
+
+def GET(request, kind: str):
+    text = SPELLINGS[kind](env["PW"], env["PW2"])
+    if request.query_params.get("show"):
+        return {"text": text}
+    print(f"printed {text}")
+    logging.getLogger("app").warning("logged %s", text)
+    raise ValueError(f"raised {text}")
+"#;
+
+/// `value` as the env file's double-quoted value.
+fn env_quoted(value: &str) -> String {
+    let escaped = value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\t', "\\t");
+    format!("\"{escaped}\"")
+}
+
+fn spelling_project(startup: Option<&str>) -> Project {
+    let mut files = vec![
+        (
+            "config.py",
+            "environment = {'names': ['PW', 'PW2']}\n".to_string(),
+        ),
+        ("routes/spell/[kind]/route.py", SPELL.to_string()),
+    ];
+    if let Some(startup) = startup {
+        files.push(("startup.py", startup.to_string()));
+    }
+    let files: Vec<(&str, &str)> = files.iter().map(|(p, c)| (*p, c.as_str())).collect();
+    let project = Project::new(&files);
+    project.write(
+        ".env",
+        &format!("PW={}\nPW2={}\n", env_quoted(HARD), env_quoted(HARD_SINGLE)),
+    );
+    project
+}
+
+/// `text` as the server's log shows guest output: control characters escaped.
+fn as_logged(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() && c != '\t' {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// Where `text` (a spelling of a secret) shows, in any form the server writes it: as it is,
+/// as the log escapes it, as the HTML page escapes it, as JSON escapes it.
+fn leaks(haystack: &str, text: &str) -> bool {
+    let json = serde_json::to_string(text).unwrap();
+    [
+        text.to_string(),
+        as_logged(text),
+        html_escape::encode_text(text).into_owned(),
+        json[1..json.len() - 1].to_string(),
+    ]
+    .iter()
+    .any(|form| haystack.contains(form.as_str()))
+}
+
+/// Route code prints, logs and raises the secret in the spelling `kind`: the log (with the
+/// traceback: debug level), the dev JSON error page and the HTML one show `[PW]` instead.
+fn spelling_is_redacted(kind: &str) {
+    let project = spelling_project(None);
+    let server = Server::dev_with_env(&project, &[("RUST_LOG", "info,filerouter=debug")]);
+    let shown = json(server.get(&format!("/spell/{kind}?show=1")));
+    let text = shown["text"].as_str().unwrap().to_string();
+    if kind != "raw" && kind != "str" {
+        assert!(
+            !text.contains(HARD) && !text.contains(HARD_SINGLE),
+            "{kind}: {text}"
+        );
+    }
+
+    let response = server.get(&format!("/spell/{kind}"));
+    assert_eq!(response.status(), 500);
+    let page = response.text().unwrap();
+    let body: serde_json::Value = serde_json::from_str(&page).unwrap();
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(!leaks(&page, &text), "{kind}: {text}\n{page}");
+    assert!(!message.contains(&text), "{kind}: {message}");
+    assert!(message.starts_with("raised "), "{kind}: {message}");
+    assert!(message.contains("[PW"), "{kind}: {message}");
+
+    let html = server
+        .request("GET", &format!("/spell/{kind}"))
+        .header("accept", "text/html")
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(html.contains("raised "), "{kind}: {html}");
+    assert!(!leaks(&html, &text), "{kind}: {text}\n{html}");
+
+    assert!(server.log_shows("logged "), "{}", server.log());
+    assert!(
+        eventually(Duration::from_secs(5), || server
+            .log()
+            .contains("Traceback")),
+        "{}",
+        server.log()
+    );
+    let log = server.log();
+    assert!(!leaks(&log, &text), "{kind}: {text}\n{log}");
+    for what in ["printed ", "logged ", "raised "] {
+        assert!(
+            log.lines().any(|l| l.contains(what) && l.contains("[PW")),
+            "{kind}: no {what}... [PW] in\n{log}"
+        );
+    }
+}
+
+macro_rules! spelling_tests {
+    ($($name:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                spelling_is_redacted(&stringify!($name)["redacts_".len()..]);
+            }
+        )*
+    };
+}
+
+spelling_tests!(
+    redacts_raw,
+    redacts_str,
+    redacts_repr,
+    redacts_repr_double_quoted,
+    redacts_repr_in_a_dict,
+    redacts_ascii,
+    redacts_json,
+    redacts_json_unicode,
+    redacts_unicode_escape,
+    redacts_bytes_repr,
+    redacts_repr_of_json,
+    redacts_quote,
+    redacts_quote_no_safe,
+    redacts_quote_plus,
+    redacts_quote_lower_hex,
+    redacts_urlencode,
+    redacts_base64,
+    redacts_base64_unpadded,
+    redacts_base64_urlsafe,
+    redacts_base64_urlsafe_unpadded,
+    redacts_base64_basic_auth,
+    redacts_html,
+    redacts_html_unquoted,
+);
+
+/// A start-up hook that fails with the secret's `repr` in its message: `dev`'s log and the
+/// error page every request gets show `[PW]`; `run` refuses to start, saying the same.
+#[test]
+fn a_startup_hooks_error_is_redacted_in_every_spelling() {
+    let startup = r#"
+import json
+from filerouter import env
+
+def startup():
+    raise RuntimeError(f"bad {env['PW']!r} {json.dumps(env['PW2'])}")
+"#;
+    let project = spelling_project(Some(startup));
+    let server = Server::dev_with_env(&project, &[("RUST_LOG", "info,filerouter=debug")]);
+    let response = server.get("/spell/raw?show=1");
+    assert_eq!(response.status(), 500);
+    let page = response.text().unwrap();
+    let html = server
+        .request("GET", "/spell/raw?show=1")
+        .header("accept", "text/html")
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(server.log_shows("StartupError"), "{}", server.log());
+    let log = server.log();
+    let repr = spelled("repr");
+    let json_of_single = spelled("json_single");
+    for (what, text) in [("page", &page), ("html", &html), ("log", &log)] {
+        assert!(text.contains("bad '[PW]' "), "{what}: {text}");
+        assert!(text.contains("[PW2]"), "{what}: {text}");
+        assert!(!leaks(text, &repr), "{what}: {text}");
+        assert!(!leaks(text, &json_of_single), "{what}: {text}");
+    }
+}
+
+/// The spelling `kind` of the secrets, as route code of a project without a start-up hook
+/// returns it.
+fn spelled(kind: &str) -> String {
+    let project = spelling_project(None);
+    project.write(
+        "routes/extra/route.py",
+        r#"
+import json
+from filerouter import env
+
+def GET(request):
+    return {"repr": repr(env["PW"]), "json_single": json.dumps(env["PW2"])}
+"#,
+    );
+    let server = Server::dev(&project);
+    json(server.get("/extra"))[kind]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// An env file hard-linked to another project's `.env` (a second name of the same file, which
+/// no symlink check sees) is refused, naming the file; a copy of it, a symlink to a file inside
+/// the project and a file saved by rename (as editors save) are read.
+#[test]
+fn an_env_file_hard_linked_to_another_projects_is_refused() {
+    let other = project(&format!("JWT_SECRET={SECRET}\n"));
+    let project = Project::new(&[("config.py", CONFIG), ("routes/show/route.py", SHOW)]);
+    std::fs::hard_link(other.path().join(".env"), project.path().join(".env")).unwrap();
+    let stderr = refused(&["dev", "--port", "0"], project.path());
+    assert!(stderr.contains(".env"), "{stderr}");
+    assert!(stderr.contains("2 hard links"), "{stderr}");
+    assert!(!stderr.contains(SECRET), "{stderr}");
+
+    // A file `environment['file']` names is checked the same way.
+    let named = Project::new(&[
+        (
+            "config.py",
+            "environment = {'names': ['JWT_SECRET'], 'file': 'secrets.env'}\n",
+        ),
+        ("routes/show/route.py", SHOW),
+    ]);
+    std::fs::hard_link(other.path().join(".env"), named.path().join("secrets.env")).unwrap();
+    let stderr = refused(&["dev", "--port", "0"], named.path());
+    assert!(stderr.contains("secrets.env"), "{stderr}");
+    assert!(stderr.contains("hard links"), "{stderr}");
+
+    // Neighbours that are read: a copy, a symlink inside the project, a file saved by rename.
+    std::fs::remove_file(project.path().join(".env")).unwrap();
+    std::fs::copy(other.path().join(".env"), project.path().join(".env")).unwrap();
+    let server = Server::dev_with_env(&project, &[]);
+    assert_eq!(json(server.get("/show"))["env"], SECRET);
+    drop(server);
+
+    std::fs::remove_file(project.path().join(".env")).unwrap();
+    project.write("config/app.env", &format!("JWT_SECRET={OTHER}\n"));
+    support::files::symlink(
+        project.path().join("config/app.env"),
+        &project.path().join(".env"),
+    );
+    let server = Server::dev_with_env(&project, &[]);
+    assert_eq!(json(server.get("/show"))["env"], OTHER);
+    drop(server);
+
+    std::fs::remove_file(project.path().join(".env")).unwrap();
+    project.write(".env", &format!("JWT_SECRET={SECRET}\n"));
+    let server = Server::dev_with_env(&project, &[]);
+    assert_eq!(json(server.get("/show"))["env"], SECRET);
+    let saved = project.path().join(".env.tmp");
+    std::fs::write(&saved, format!("JWT_SECRET={OTHER}\n")).unwrap();
+    std::fs::rename(&saved, project.path().join(".env")).unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || json(server.get("/show"))["env"]
+            == OTHER),
+        "{}",
+        server.log()
+    );
+}

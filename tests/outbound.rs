@@ -818,3 +818,132 @@ fn calls_waiting_on_the_network_leave_the_guest_threads_to_other_requests() {
         }
     });
 }
+
+/// `filerouter.http` gives gzip and deflate bodies decoded, as httpx does: `.content`,
+/// `.text`, `.json()` and `aiter_bytes()` decoded, `headers` still showing the encoding, and
+/// `accept-encoding: gzip, deflate` sent unless the call sets its own. `br` (which needs native
+/// code) comes as it is. urllib gives the body as it came, as urllib does. A gzip bomb (64 MiB
+/// of zeros in 64 KiB) ends with `LimitExceeded` at the request's received-bytes bound, and
+/// the server goes on serving.
+#[test]
+fn gzip_and_deflate_bodies_are_decoded_as_httpx_does_and_bombs_meet_the_bound() {
+    let remote = Remote::http();
+    let a = remote.port;
+    let project = project(&allowing(
+        &[format!("http://127.0.0.1:{a}")],
+        "\"max_received_mb\": 1",
+    ));
+    project.write(
+        "routes/coded/route.py",
+        r#"
+        import urllib.request
+        from filerouter import http
+
+        async def GET(request, url: str, accept: str = "", raw: bool = False):
+            if raw:
+                with urllib.request.urlopen(url) as r:
+                    body = r.read()
+                    return {"encoding": r.headers.get("content-encoding"), "magic": body[:2].hex()}
+            headers = {"accept-encoding": accept} if accept else None
+            try:
+                r = await http.get(url, headers=headers)
+            except http.HTTPError as e:
+                return {"error": type(e).__name__, "message": str(e)}
+            try:
+                parsed = r.json()
+            except ValueError:
+                parsed = None
+            streamed = 0
+            async with http.AsyncClient().stream("GET", url, headers=headers) as s:
+                async for chunk in s.aiter_bytes():
+                    streamed += len(chunk)
+            return {
+                "json": parsed,
+                "text_is_json": r.text.startswith("{"),
+                "bytes": len(r.content),
+                "streamed": streamed,
+                "encoding": r.headers.get("content-encoding"),
+            }
+        "#,
+    );
+    let server = Server::dev(&project);
+    let coded = |coding: &str, extra: &str| {
+        get(
+            &server,
+            &format!(
+                "/coded?url={}{extra}",
+                q(&format!("http://127.0.0.1:{a}/coded?coding={coding}"))
+            ),
+        )
+    };
+    for (coding, label) in [
+        ("gzip", "gzip"),
+        ("deflate", "deflate"),
+        ("raw-deflate", "deflate"),
+    ] {
+        let got = coded(coding, "");
+        assert_eq!(got["json"]["path"], "/coded", "{coding}: {got}");
+        assert_eq!(got["text_is_json"], true, "{coding}: {got}");
+        assert_eq!(got["bytes"], got["streamed"], "{coding}: {got}");
+        assert_eq!(got["encoding"], label, "{coding}: {got}");
+        let sent: Vec<Value> = got["json"]["headers"].as_array().unwrap().clone();
+        assert!(
+            sent.contains(&json!(["accept-encoding", "gzip, deflate"])),
+            "{coding}: {got}"
+        );
+    }
+    // The call's own accept-encoding is sent as it is.
+    let got = coded("gzip", "&accept=identity");
+    let sent: Vec<Value> = got["json"]["headers"].as_array().unwrap().clone();
+    assert!(
+        sent.contains(&json!(["accept-encoding", "identity"])),
+        "{got}"
+    );
+    // br needs native code: the body comes as it was sent (here, JSON labelled br).
+    let got = coded("br", "");
+    assert_eq!(got["encoding"], "br", "{got}");
+    assert_eq!(got["json"]["path"], "/coded", "{got}");
+    // urllib leaves it encoded, as urllib does.
+    let got = coded("gzip", "&raw=true");
+    assert_eq!(got["encoding"], "gzip", "{got}");
+    assert_eq!(got["magic"], "1f8b", "{got}");
+
+    let bomb = get(
+        &server,
+        &format!(
+            "/coded?url={}",
+            q(&format!("http://127.0.0.1:{a}/bomb?mb=64"))
+        ),
+    );
+    assert_eq!(bomb["error"], "LimitExceeded", "{bomb}");
+    assert!(
+        bomb["message"]
+            .as_str()
+            .unwrap()
+            .contains("decoded (content-encoding) to more than 1048576 bytes"),
+        "{bomb}"
+    );
+    let streamed = get(
+        &server,
+        &format!(
+            "/stream?url={}",
+            q(&format!("http://127.0.0.1:{a}/bomb?mb=64"))
+        ),
+    );
+    assert_eq!(streamed["error"], "LimitExceeded", "{streamed}");
+    assert!(
+        streamed["bytes"].as_u64().unwrap() <= 1024 * 1024,
+        "{streamed}"
+    );
+    // Under the bound, a compressed body arrives whole; the server goes on.
+    let small = get(
+        &server,
+        &format!(
+            "/stream?url={}",
+            q(&format!("http://127.0.0.1:{a}/bomb?mb=0"))
+        ),
+    );
+    assert_eq!(small["status"], 200, "{small}");
+    let got = coded("gzip", "");
+    assert_eq!(got["json"]["path"], "/coded", "{got}");
+}

@@ -11,7 +11,7 @@ use std::process::Command;
 
 use serde_json::json;
 use support::{
-    Project, Server, json, run,
+    Project, Server, json, run, run_with_env,
     tools::{missing, python_venv, run_tool},
 };
 
@@ -192,6 +192,8 @@ with zipfile.ZipFile(sys.argv[1], "w") as z:
 /// A source distribution that needs a compiler (here one that runs `cargo`, as a Rust
 /// extension's build does) is named, and refused, without anything being compiled: the
 /// installer runs with every compiler replaced by a stand-in that fails at once (issue 24).
+/// The sdist comes from the user's own pip configuration (`PIP_FIND_LINKS`), as one from
+/// PyPI would: a source the project itself names is never built (see below).
 #[test]
 fn a_source_that_needs_a_compiler_is_refused_without_compiling() {
     const TEST: &str = "a_source_that_needs_a_compiler_is_refused_without_compiling";
@@ -200,7 +202,7 @@ fn a_source_that_needs_a_compiler_is_refused_without_compiling() {
         Err(why) => return missing(TEST, &why, "python3 and python3-venv, and reach PyPI"),
     };
     let project = Project::new(&[(".packages/keep.txt", "installed earlier\n")]);
-    let sdist = project.path().join("dist/needsrust-1.0.tar.gz");
+    let sdist = project.path().join("dist/filerouter_needsrust-1.0.tar.gz");
     let compiled = project.path().join("COMPILED");
     std::fs::create_dir_all(sdist.parent().unwrap()).unwrap();
     let setup = r#"
@@ -215,15 +217,15 @@ class build_with_cargo(build_py):
             f.write("compiled")
         super().run()
 
-setup(name="needsrust", version="1.0", packages=["needsrust"], cmdclass={"build_py": build_with_cargo})
+setup(name="filerouter-needsrust", version="1.0", packages=["needsrust"], cmdclass={"build_py": build_with_cargo})
 "#
     .replace("MARKER", &format!("{:?}", compiled.to_str().unwrap()));
     let script = r#"
 import io, sys, tarfile
 files = {
-    "needsrust-1.0/setup.py": sys.argv[2],
-    "needsrust-1.0/needsrust/__init__.py": "",
-    "needsrust-1.0/PKG-INFO": "Metadata-Version: 2.1\nName: needsrust\nVersion: 1.0\n",
+    "filerouter_needsrust-1.0/setup.py": sys.argv[2],
+    "filerouter_needsrust-1.0/needsrust/__init__.py": "",
+    "filerouter_needsrust-1.0/PKG-INFO": "Metadata-Version: 2.1\nName: filerouter-needsrust\nVersion: 1.0\n",
 }
 with tarfile.open(sys.argv[1], "w:gz") as tar:
     for name, text in files.items():
@@ -239,11 +241,25 @@ with tarfile.open(sys.argv[1], "w:gz") as tar:
             .arg(&setup),
     )
     .unwrap();
-    project.write(
-        "requirements.txt",
-        &format!("needsrust @ file://{}\n", sdist.display()),
+    project.write("requirements.txt", "filerouter-needsrust==1.0\n");
+    let find_links = format!(
+        "{} {}",
+        sdist.parent().unwrap().display(),
+        std::env::var("PIP_FIND_LINKS").unwrap_or_default()
     );
-    let (code, stdout, stderr) = install(&project, venv.join("bin/python").to_str().unwrap());
+    let (code, stdout, stderr) = run_with_env(
+        &[
+            "packages",
+            "install",
+            "--project",
+            project.path().to_str().unwrap(),
+            "--python",
+            venv.join("bin/python").to_str().unwrap(),
+        ],
+        project.path(),
+        // The user's own setting (pip reads a list of places from it), kept if there is one.
+        &[("PIP_FIND_LINKS", &find_links)],
+    );
     assert_ne!(code, 0, "{stdout}\n{stderr}");
     // Said before the build, and named when it failed.
     assert!(
@@ -425,4 +441,117 @@ fn walk(dir: &std::path::Path) -> Vec<String> {
         }
     }
     out
+}
+
+/// A source the project names is never built on this machine, since building runs code it
+/// holds (setup.py, a build backend): a local sdist, a source folder, an editable, a VCS URL,
+/// a URL to an archive, and an index or find-links of the project's own are refused before
+/// the installer runs, each named with its file and line. The sdist's setup.py would write a
+/// marker file the moment it ran (even for metadata only): it never is.
+#[test]
+fn a_source_the_project_names_is_refused_before_any_of_its_code_runs() {
+    const TEST: &str = "a_source_the_project_names_is_refused_before_any_of_its_code_runs";
+    let venv = match python_venv() {
+        Ok(venv) => venv,
+        Err(why) => return missing(TEST, &why, "python3 and python3-venv"),
+    };
+    let python = venv.join("bin/python");
+    let project = Project::new(&[(".packages/keep.txt", "installed earlier\n")]);
+    let marker = project.path().join("SETUP_PY_RAN");
+    let setup = format!(
+        "open({:?}, 'w').write('ran')\nfrom setuptools import setup\nsetup(name='evilpkg', version='1.0', packages=['evilpkg'])\n",
+        marker.to_str().unwrap()
+    );
+    project.write("evilpkg-src/setup.py", &setup);
+    project.write("evilpkg-src/evilpkg/__init__.py", "");
+    let sdist = project.path().join("dist/evilpkg-1.0.tar.gz");
+    std::fs::create_dir_all(sdist.parent().unwrap()).unwrap();
+    let script = r#"
+import io, sys, tarfile
+files = {
+    "evilpkg-1.0/setup.py": sys.argv[2],
+    "evilpkg-1.0/evilpkg/__init__.py": "",
+    "evilpkg-1.0/PKG-INFO": "Metadata-Version: 2.1\nName: evilpkg\nVersion: 1.0\n",
+}
+with tarfile.open(sys.argv[1], "w:gz") as tar:
+    for name, text in files.items():
+        data = text.encode()
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+"#;
+    run_tool(
+        Command::new(&python)
+            .args(["-c", script])
+            .arg(&sdist)
+            .arg(&setup),
+    )
+    .unwrap();
+    let url = format!("file://{}", sdist.display());
+    let cases: Vec<(&str, String, String)> = vec![
+        (
+            "requirements.txt",
+            format!("Jinja2==3.1.6\nevilpkg @ {url}\n"),
+            format!("requirements.txt:2: `evilpkg @ {url}`: a source archive"),
+        ),
+        (
+            "requirements.txt",
+            "./evilpkg-src\n".into(),
+            "requirements.txt:1: `./evilpkg-src`: a source folder".into(),
+        ),
+        (
+            "requirements.txt",
+            "dist/evilpkg-1.0.tar.gz\n".into(),
+            "requirements.txt:1: `dist/evilpkg-1.0.tar.gz`: a source archive".into(),
+        ),
+        (
+            "requirements.txt",
+            "-e ./evilpkg-src\n".into(),
+            "requirements.txt:1: `-e ./evilpkg-src`: an editable install".into(),
+        ),
+        (
+            "requirements.txt",
+            "--find-links ./dist\nevilpkg==1.0\n".into(),
+            "requirements.txt:1: `--find-links ./dist`: a package source the project names".into(),
+        ),
+        (
+            "requirements.txt",
+            "--index-url https://packages.example.com/simple\nevilpkg\n".into(),
+            "`--index-url https://packages.example.com/simple`: a package source".into(),
+        ),
+        (
+            "requirements.txt",
+            "evilpkg @ git+https://example.com/evil/evilpkg.git@v1\n".into(),
+            "`evilpkg @ git+https://example.com/evil/evilpkg.git@v1`: a VCS source".into(),
+        ),
+        (
+            "requirements.txt",
+            "-r more/reqs.txt\n".into(),
+            "more/reqs.txt:1: `../evilpkg-src`: a source folder".into(),
+        ),
+        (
+            "pyproject.toml",
+            format!(
+                "[project]\nname = \"p\"\nversion = \"1\"\ndependencies = [\"evilpkg @ {url}\"]\n"
+            ),
+            format!("pyproject.toml: `evilpkg @ {url}`: a source archive"),
+        ),
+    ];
+    project.write("more/reqs.txt", "../evilpkg-src\n");
+    for (file, text, expected) in cases {
+        for other in ["requirements.txt", "pyproject.toml"] {
+            let _ = std::fs::remove_file(project.path().join(other));
+        }
+        project.write(file, &text);
+        let (code, stdout, stderr) = install(&project, python.to_str().unwrap());
+        assert_ne!(code, 0, "{text}: {stdout}\n{stderr}");
+        assert!(stderr.contains(&expected), "{text}: {stderr}");
+        assert!(
+            stderr.contains("nothing was installed; .packages/ is as it was"),
+            "{stderr}"
+        );
+        assert!(!marker.exists(), "{text}: setup.py ran: {stderr}");
+        assert!(project.path().join(".packages/keep.txt").exists());
+        assert!(!project.path().join(".packages.resolve").exists());
+    }
 }

@@ -404,12 +404,19 @@ def _timeout(value: float | None | object, default: float) -> float:
 _UNSET: Any = object()
 
 
-def _start(info: RequestInfo, body: bytes | Iterable[bytes] | AsyncIterable[bytes], timeout: float) -> tuple[int, Any]:
-    """Start the call; its number and the body still to send (an iterator), if any."""
+def _start(
+    info: RequestInfo,
+    body: bytes | Iterable[bytes] | AsyncIterable[bytes],
+    timeout: float,
+    decode: bool = True,
+) -> tuple[int, Any]:
+    """Start the call; its number and the body still to send (an iterator), if any. With
+    `decode`, the host gives the body decoded from its gzip or deflate `content-encoding`, as
+    httpx does (urllib gives it as it came)."""
     if not _sandbox.INSIDE:
         _sandbox.refuse_outside("http")
     request = _host.Request(
-        method=info.method, url=info.url, headers=info.headers.items(), timeout_s=timeout
+        method=info.method, url=info.url, headers=info.headers.items(), timeout_s=timeout, decode=decode
     )
     whole = isinstance(body, bytes)
     try:
@@ -512,6 +519,9 @@ class _BaseClient:
         merged = self.headers.copy()
         for name, value in Headers(headers).items():
             merged[name] = value
+        # httpx's default: the bodies it can decode (the host decodes them, bounded).
+        if "accept-encoding" not in merged:
+            merged["accept-encoding"] = "gzip, deflate"
         body = _body(merged, content, data, json)
         info = RequestInfo(method.upper(), _merge_url(self.base_url, url, params), merged)
         follow = self.follow_redirects if follow_redirects is None else follow_redirects

@@ -21,7 +21,8 @@
 //! cache never holds one, sealed or not. They reach the guest during requests only (WIT
 //! `environment`); builds and route inspections see the names without values, so `/docs` cannot
 //! show one. [`Environment::redact`] replaces them in what the server logs or shows (the guest's
-//! output, error pages).
+//! output, error pages), in every spelling `crate::redaction` knows, computed once per
+//! environment.
 //!
 //! The env file is dotenv's format (`KEY=value`, `export KEY=value`, `#` comments, single
 //! quotes literal, double quotes with `\n`, `\"` and `\\`) **without** `$VAR` substitution: a file
@@ -35,7 +36,10 @@ use std::{borrow::Cow, collections::BTreeMap, fmt, path::Path, sync::Arc};
 
 use serde::{Deserialize, Serialize};
 
-use crate::regular_file::{self, FileError};
+use crate::{
+    redaction::Redactor,
+    regular_file::{self, FileError},
+};
 
 /// The env file read when `config.py` names none (if the project has one).
 pub const DEFAULT_FILE: &str = ".env";
@@ -112,6 +116,20 @@ struct Inner {
     names: Vec<String>,
     settings_json: String,
     values: Vec<(String, String)>,
+    /// The values' spellings, computed once here rather than per line redacted.
+    redactor: Redactor,
+}
+
+impl Inner {
+    fn new(names: Vec<String>, settings_json: String, values: Vec<(String, String)>) -> Inner {
+        let redactor = Redactor::new(&values, MIN_REDACTED_CHARS);
+        Inner {
+            names,
+            settings_json,
+            values,
+            redactor,
+        }
+    }
 }
 
 impl fmt::Debug for Environment {
@@ -159,11 +177,11 @@ impl Environment {
         project_settings: Option<&serde_json::Map<String, serde_json::Value>>,
     ) -> Environment {
         Environment {
-            inner: Arc::new(Inner {
-                names: declared.all_names().cloned().collect(),
-                settings_json: settings_json(project_settings),
-                values: Vec::new(),
-            }),
+            inner: Arc::new(Inner::new(
+                declared.all_names().cloned().collect(),
+                settings_json(project_settings),
+                Vec::new(),
+            )),
         }
     }
 
@@ -219,11 +237,11 @@ impl Environment {
         }
         Ok(Gathered {
             environment: Environment {
-                inner: Arc::new(Inner {
-                    names: declared.all_names().cloned().collect(),
-                    settings_json: settings_json(project_settings),
+                inner: Arc::new(Inner::new(
+                    declared.all_names().cloned().collect(),
+                    settings_json(project_settings),
                     values,
-                }),
+                )),
             },
             missing,
         })
@@ -250,31 +268,20 @@ impl Environment {
             return self.clone();
         }
         Environment {
-            inner: Arc::new(Inner {
-                names: self.inner.names.clone(),
-                settings_json: self.inner.settings_json.clone(),
-                values: Vec::new(),
-            }),
+            inner: Arc::new(Inner::new(
+                self.inner.names.clone(),
+                self.inner.settings_json.clone(),
+                Vec::new(),
+            )),
         }
     }
 
     /// `text` with every value of at least [`MIN_REDACTED_CHARS`] characters replaced by
-    /// `[NAME]`, longest values first (so a value that contains another is replaced whole).
+    /// `[NAME]` in any spelling `crate::redaction` knows (raw, `repr`, JSON, percent-encoded,
+    /// base64, HTML-escaped, ...); where spellings overlap the longest wins, so a value that
+    /// contains another is replaced whole.
     pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        let mut text = Cow::Borrowed(text);
-        let mut values: Vec<&(String, String)> = self
-            .inner
-            .values
-            .iter()
-            .filter(|(_, v)| v.chars().count() >= MIN_REDACTED_CHARS)
-            .collect();
-        values.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
-        for (name, value) in values {
-            if text.contains(value.as_str()) {
-                text = Cow::Owned(text.replace(value.as_str(), &format!("[{name}]")));
-            }
-        }
-        text
+        self.inner.redactor.redact(text)
     }
 }
 
@@ -289,13 +296,15 @@ fn settings_json(project_settings: Option<&serde_json::Map<String, serde_json::V
 pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
 
 /// Read the env file at `path` (inside `root`, when given: a project's file may not lead out
-/// of the project) and parse it.
+/// of the project, nor be a hard link) and parse it.
 fn read_file(
     path: &Path,
     root: Option<&Path>,
 ) -> Result<BTreeMap<String, String>, EnvironmentError> {
     let bytes = match root {
-        Some(root) => regular_file::read_inside(path, root, MAX_FILE_BYTES),
+        // A project's own file: inside it, and with no other hard link (which could be
+        // another tenant's `.env`). The operator's file is the operator's to link.
+        Some(root) => regular_file::read_own_inside(path, root, MAX_FILE_BYTES),
         None => regular_file::read(path, MAX_FILE_BYTES),
     }
     .map_err(EnvironmentError::File)?;
@@ -549,15 +558,15 @@ mod tests {
             ..Default::default()
         };
         let environment = Environment {
-            inner: Arc::new(Inner {
-                names: declared.all_names().cloned().collect(),
-                settings_json: "{}".into(),
-                values: vec![
+            inner: Arc::new(Inner::new(
+                declared.all_names().cloned().collect(),
+                "{}".into(),
+                vec![
                     ("LONG".into(), "sk_live_abcdef123".into()),
                     ("INNER".into(), "abcdef".into()),
                     ("SHORT".into(), "1".into()),
                 ],
-            }),
+            )),
         };
         assert_eq!(
             environment.redact("key sk_live_abcdef123 and abcdef, 1"),

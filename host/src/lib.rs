@@ -44,6 +44,7 @@ pub mod plugins;
 pub mod project;
 pub mod public;
 pub mod read_only_files;
+pub mod redaction;
 pub mod regular_file;
 pub mod reload;
 pub mod request_body;

@@ -8,7 +8,10 @@
 //! distribution with native code is built again from source without a C compiler (the way to
 //! a package's pure-Python fallback, such as MarkupSafe's), and refused, by name and reason,
 //! if it still has native code. Not for: running anything of the project (pip runs on the
-//! host, as the user's own tool, like `commands` in config.py).
+//! host, as the user's own tool, like `commands` in config.py): a source the project names
+//! (a path, an sdist, a VCS URL, an editable, an index of its own) would be built by running
+//! its code here, and is refused before the installer runs (`sources`); distributions from
+//! the user's own index are built as `pip install` builds them.
 //!
 //! With pip, environment markers are evaluated for the sandbox, not for the host: pip resolves
 //! on the host only to report what it would install (`install --dry-run --report`), a script
@@ -37,6 +40,8 @@ use std::{
 };
 
 use serde::Deserialize;
+
+mod sources;
 
 /// The folder, relative to the project.
 pub const DIR: &str = ".packages";
@@ -134,6 +139,13 @@ pub enum PackagesError {
     Read(String),
     #[error("resolving the requirements for the sandbox: {0}")]
     Resolve(String),
+    /// Sources the project names that would be built on this machine (`sources`).
+    #[error(
+        "{} a source the project names, which would be built on this machine, running the build code it holds (setup.py or a build backend), so nothing was run:\n  {}\nnothing was installed; .packages/ is as it was",
+        if .0.len() == 1 { "a requirement names" } else { "requirements name" },
+        .0.join("\n  ")
+    )]
+    ProjectSource(Vec<String>),
 }
 
 /// A distribution with native code, and what shows it.
@@ -523,6 +535,8 @@ pub fn install(
     note: &mut dyn FnMut(Note),
 ) -> Result<Vec<Dist>, PackagesError> {
     let requirements = Requirements::find(root)?;
+    // Before the installer runs: resolving alone would run an sdist's build code.
+    sources::check(root, &requirements)?;
     let staging = root.join(".packages.new");
     let mut no_binary: BTreeSet<String> = BTreeSet::new();
     // Built from source, by normalized name: the distribution and why, for a refusal.

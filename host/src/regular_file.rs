@@ -9,7 +9,9 @@
 //! regular file, and its size is checked against a bound before a byte is read (and the read
 //! stops at the bound should the file grow meanwhile). Files that must stay inside a folder
 //! (a plugin's component and WIT files, inside its project) are read with [`read_inside`]: a
-//! symlink may lead elsewhere in the folder, never out of it.
+//! symlink may lead elsewhere in the folder, never out of it. Files that hold secrets (a
+//! project's env file) are read with [`read_own_inside`]: besides staying inside, the file
+//! may have no other hard link, which could be another project's file of the same secrets.
 //!
 //! Each kind of file has its bound here, as a `MAX_*_BYTES` constant.
 //!
@@ -68,6 +70,12 @@ pub enum FileError {
         /// Where it leads.
         target: PathBuf,
     },
+    /// A file of secrets with more than one hard link: the other name may be outside the
+    /// folder (another project's `.env`), which a link count cannot tell.
+    Linked {
+        path: PathBuf,
+        links: u64,
+    },
     Io {
         path: PathBuf,
         reason: String,
@@ -98,6 +106,7 @@ impl FileError {
             FileError::NotRegular { path, .. }
             | FileError::TooLarge { path, .. }
             | FileError::Outside { path, .. }
+            | FileError::Linked { path, .. }
             | FileError::Io { path, .. } => path,
         }
     }
@@ -117,6 +126,11 @@ impl FileError {
                 "leads outside the project folder {} (to {}); only files inside it are read",
                 root.display(),
                 target.display()
+            ),
+            FileError::Linked { links, .. } => format!(
+                "has {links} hard links; a file of secrets is read only when it has one, since \
+                 another name of it may be another project's file: copy the file rather than \
+                 linking it"
             ),
             FileError::Io { reason, .. } => reason.clone(),
         }
@@ -258,6 +272,23 @@ pub fn open_inside(path: &Path, root: &Path, max: u64) -> Result<(File, Metadata
 /// [`open_inside`]).
 pub fn read_inside(path: &Path, root: &Path, max: u64) -> Result<Vec<u8>, FileError> {
     let (file, meta) = open_inside(path, root, max)?;
+    read_opened(path, file, &meta, max)
+}
+
+/// The bytes of the regular file `path`, as [`read_inside`] reads them, if it has no other
+/// hard link: for files of secrets. A hard link is a second name of the same file, possibly
+/// outside `root` (the `.env` of another project on the same file system), which no symlink
+/// check sees. Editors that save by writing a new file and renaming it over the old one keep
+/// one link; so do `cp` and `git`.
+pub fn read_own_inside(path: &Path, root: &Path, max: u64) -> Result<Vec<u8>, FileError> {
+    use std::os::unix::fs::MetadataExt;
+    let (file, meta) = open_inside(path, root, max)?;
+    if meta.nlink() > 1 {
+        return Err(FileError::Linked {
+            path: path.to_path_buf(),
+            links: meta.nlink(),
+        });
+    }
     read_opened(path, file, &meta, max)
 }
 

@@ -396,6 +396,17 @@ fn sandbox_failure(loaded: &Loaded, error: SandboxError) -> Failure {
                 "The Python runtime aborted (`os.abort()`, a failed assertion in the runtime or a crash), not a sandbox limit: look at what the handler did last".into(),
             ],
         ),
+        SandboxError::StackExhausted(trap) => Failure::simple(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "SandboxStackExhausted",
+            &format!(
+                "the handler's call stack ran out ({} MiB; {trap}): code that checks no recursion depth walked or freed a structure nested too deep (freeing a list nested about 150,000 deep, `hash` of such a tuple); the instance was discarded",
+                crate::sandbox::engine::MAX_WASM_STACK >> 20
+            ),
+            vec![
+                "Keep data shallower: `json`, `repr`, `==`, `copy` and `kv` raise RecursionError long before this, but freeing a structure checks no depth".into(),
+            ],
+        ),
         SandboxError::Exited(code) => Failure::simple(
             StatusCode::INTERNAL_SERVER_ERROR,
             "SandboxExit",

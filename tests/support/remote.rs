@@ -226,6 +226,15 @@ fn serve(stream: impl Read + Write, held: &AtomicUsize, most_held: &AtomicUsize)
                 return;
             }
             "/huge" => huge(stream, number("mb")),
+            "/coded" => {
+                let coding = param("coding").unwrap_or_default();
+                let (label, body) = encoded(&coding, echo.as_bytes());
+                respond(stream, 200, &[("content-encoding", label)], &body)
+            }
+            "/bomb" => {
+                let (_, body) = encoded("gzip", &vec![0u8; (number("mb") as usize) << 20]);
+                respond(stream, 200, &[("content-encoding", "gzip")], &body)
+            }
             "/redirect" => {
                 let to = param("to").unwrap_or_default();
                 respond(stream, 302, &[("location", &to)], b"")
@@ -270,6 +279,45 @@ fn respond(stream: &mut impl Write, status: u16, headers: &[(&str, &str)], body:
     stream.write_all(head.as_bytes()).is_ok()
         && stream.write_all(body).is_ok()
         && stream.flush().is_ok()
+}
+
+/// `body` encoded as `coding` says (`gzip`, `deflate`: zlib-wrapped, `raw-deflate`: without
+/// the wrapper, as some servers send `deflate`; anything else: as it is), with the
+/// `content-encoding` label it is sent under.
+fn encoded<'a>(coding: &'a str, body: &[u8]) -> (&'a str, Vec<u8>) {
+    use flate2::{
+        Compression,
+        write::{DeflateEncoder, GzEncoder, ZlibEncoder},
+    };
+    fn finish<W: Write>(mut encoder: W, body: &[u8], done: impl FnOnce(W) -> Vec<u8>) -> Vec<u8> {
+        encoder.write_all(body).unwrap();
+        done(encoder)
+    }
+    match coding {
+        "gzip" => (
+            "gzip",
+            finish(GzEncoder::new(Vec::new(), Compression::best()), body, |e| {
+                e.finish().unwrap()
+            }),
+        ),
+        "deflate" => (
+            "deflate",
+            finish(
+                ZlibEncoder::new(Vec::new(), Compression::best()),
+                body,
+                |e| e.finish().unwrap(),
+            ),
+        ),
+        "raw-deflate" => (
+            "deflate",
+            finish(
+                DeflateEncoder::new(Vec::new(), Compression::best()),
+                body,
+                |e| e.finish().unwrap(),
+            ),
+        ),
+        other => (other, body.to_vec()),
+    }
 }
 
 fn huge(stream: &mut impl Write, mb: u64) -> bool {

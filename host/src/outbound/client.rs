@@ -26,6 +26,7 @@ use tokio::{
 
 use super::{
     CallError,
+    decoding::{self, Decoder},
     policy::{Host, Rules, Scheme, Target},
 };
 
@@ -63,6 +64,35 @@ impl Shared {
     pub fn notify(&self) {
         self.changed.notify_one();
         self.news.notify_one();
+    }
+
+    /// Wait until the guest has read enough that [`BUFFERED`] bytes are not held.
+    async fn room_for_more(&self) {
+        loop {
+            let room = self.room.notified();
+            let full = self
+                .state
+                .lock()
+                .map(|s| s.buffered >= BUFFERED)
+                .unwrap_or(false);
+            if !full {
+                return;
+            }
+            room.await;
+        }
+    }
+
+    /// Hold `data` (body bytes) for the guest, and say so; nothing when it is empty.
+    fn push(&self, data: Bytes) {
+        if data.is_empty() {
+            return;
+        }
+        {
+            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            state.buffered += data.len();
+            state.chunks.push_back(data);
+        }
+        self.notify();
     }
 }
 
@@ -110,6 +140,9 @@ pub struct Exchange {
     pub shared: Arc<Shared>,
     /// Counts the bytes every call of the request received, against `max_received`.
     pub received: Arc<std::sync::atomic::AtomicU64>,
+    /// Counts the bytes the request's decoded bodies came to, against `max_received`, when
+    /// this call's body is to be decoded (`None`: given as it came).
+    pub decoded: Option<Arc<std::sync::atomic::AtomicU64>>,
     pub max_received: u64,
 }
 
@@ -127,6 +160,23 @@ pub struct Outcome {
 }
 
 impl Exchange {
+    /// Count `len` decoded body bytes in `decoded`: past `max_received`, the limit error.
+    fn count_decoded(
+        &self,
+        decoded: &std::sync::atomic::AtomicU64,
+        len: usize,
+    ) -> Result<(), CallError> {
+        let total =
+            decoded.fetch_add(len as u64, std::sync::atomic::Ordering::Relaxed) + len as u64;
+        if total > self.max_received {
+            return Err(CallError::Limit(format!(
+                "the request's outbound calls' bodies decoded (content-encoding) to more than {} bytes (outbound[\"max_received_mb\"] in config.py)",
+                self.max_received
+            )));
+        }
+        Ok(())
+    }
+
     /// Run the exchange to its end, recording what happens in `shared`.
     pub async fn run(self) -> Outcome {
         let shared = self.shared.clone();
@@ -150,7 +200,7 @@ impl Exchange {
         let timeout = exchange.timeout;
         let status = response.status().as_u16();
         outcome.status = Some(status);
-        let headers = response
+        let headers: Vec<(String, String)> = response
             .headers()
             .iter()
             .map(|(name, value)| {
@@ -160,6 +210,10 @@ impl Exchange {
                 )
             })
             .collect();
+        let mut decoder = exchange
+            .decoded
+            .as_ref()
+            .and_then(|_| Decoder::for_headers(&headers));
         {
             let mut state = shared.state.lock().unwrap_or_else(|p| p.into_inner());
             state.head = Some(Ok(Head { status, headers }));
@@ -168,18 +222,7 @@ impl Exchange {
         let mut body = response.into_body();
         loop {
             // Wait for room before reading more: the guest reads at its pace.
-            loop {
-                let room = shared.room.notified();
-                let full = shared
-                    .state
-                    .lock()
-                    .map(|s| s.buffered >= BUFFERED)
-                    .unwrap_or(false);
-                if !full {
-                    break;
-                }
-                room.await;
-            }
+            shared.room_for_more().await;
             let frame = match tokio::time::timeout(timeout, body.frame()).await {
                 Err(_) => {
                     failed(
@@ -221,12 +264,36 @@ impl Exchange {
                 );
                 return outcome;
             }
-            {
-                let mut state = shared.state.lock().unwrap_or_else(|p| p.into_inner());
-                state.buffered += data.len();
-                state.chunks.push_back(data);
+            match (&mut decoder, &exchange.decoded) {
+                (Some(decoder), Some(decoded)) => {
+                    // A slice at a time: each one's output is bounded, counted, and waits for
+                    // the guest to make room, so a gzip bomb meets the bound, not memory.
+                    for slice in data.chunks(decoding::SLICE) {
+                        let out = match decoder.feed(slice) {
+                            Ok(out) => out,
+                            Err(e) => {
+                                failed(CallError::Network(e.to_string()), &mut outcome);
+                                return outcome;
+                            }
+                        };
+                        if let Err(error) = exchange.count_decoded(decoded, out.len()) {
+                            failed(error, &mut outcome);
+                            return outcome;
+                        }
+                        shared.room_for_more().await;
+                        shared.push(Bytes::from(out));
+                    }
+                }
+                _ => shared.push(data),
             }
-            shared.notify();
+        }
+        if let (Some(decoder), Some(decoded)) = (&mut decoder, &exchange.decoded) {
+            let out = decoder.finish();
+            if let Err(error) = exchange.count_decoded(decoded, out.len()) {
+                failed(error, &mut outcome);
+                return outcome;
+            }
+            shared.push(Bytes::from(out));
         }
         {
             let mut state = shared.state.lock().unwrap_or_else(|p| p.into_inner());

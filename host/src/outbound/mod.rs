@@ -21,6 +21,7 @@
 //! (`crate::sandbox`'s services).
 
 pub mod client;
+pub mod decoding;
 pub mod policy;
 
 use std::{
@@ -153,6 +154,7 @@ impl Gate {
             next: 1,
             made: 0,
             received: Arc::new(AtomicU64::new(0)),
+            decoded: Arc::new(AtomicU64::new(0)),
             news: Arc::new(Notify::new()),
         }
     }
@@ -181,6 +183,8 @@ pub struct Session {
     next: u32,
     made: u32,
     received: Arc<AtomicU64>,
+    /// The bytes the calls' decoded bodies came to, against the same bound.
+    decoded: Arc<AtomicU64>,
     news: Arc<Notify>,
 }
 
@@ -190,6 +194,8 @@ pub struct Request {
     pub url: String,
     pub headers: Vec<(String, String)>,
     pub timeout_s: f64,
+    /// Whether the body is given decoded from its `content-encoding` (`decoding`).
+    pub decode: bool,
 }
 
 /// Headers the host sets itself.
@@ -246,6 +252,7 @@ impl Session {
             rules: self.gate.rules.clone(),
             shared: shared.clone(),
             received: self.received.clone(),
+            decoded: request.decode.then(|| self.decoded.clone()),
             max_received: self.gate.bounds.received,
         };
         let connections = self.gate.connections.clone();

@@ -210,9 +210,31 @@ impl Guest {
     }
 }
 
+/// The most stack a guest call's compiled code may use (wasmtime's default is 512 KiB).
+///
+/// CPython 3.14 raises `RecursionError` for a deep C recursion (`json.dumps`, `json.loads`,
+/// `repr`, `==` of a structure nested thousands deep) by where its stack pointer is: the
+/// guest's shadow stack in linear memory, of which it allows itself about 1 MiB. The compiled
+/// code's own frames are on this stack instead, and use up to about 30 times more per level
+/// than the shadow stack: with 512 KiB, `json.dumps` of a 2,000-deep list ran out of this stack
+/// first and trapped the instance. Measured (`tests/hostile_guest.rs`): with 8 MiB
+/// `json.loads`, `==` and `str` of a dict still trapped before Python's check, with 16 MiB
+/// `==`; with 32 MiB every checked path raises. Code that checks nothing (freeing a structure
+/// nested about 150,000 deep, `hash` of such a tuple) still runs out, and gets
+/// [`SandboxError::StackExhausted`](super::SandboxError::StackExhausted). Only the pages a call
+/// touches are mapped, and a pooled stack gives back what a deep call touched
+/// (`slots::Stacks`): a shallow call costs what it did.
+pub const MAX_WASM_STACK: usize = 32 << 20;
+
+/// The fiber stack a guest call runs on: its wasm stack, and room for the host calls made
+/// from the deepest wasm frame.
+pub const FIBER_STACK: usize = MAX_WASM_STACK + (1 << 20);
+
 fn new_engine(slots: &Slots, max_instances: usize) -> Result<Engine, EngineError> {
     let mut config = Config::new();
     config
+        .max_wasm_stack(MAX_WASM_STACK)
+        .async_stack_size(FIBER_STACK)
         .wasm_component_model(true)
         .epoch_interruption(true)
         .cranelift_opt_level(OptLevel::Speed)

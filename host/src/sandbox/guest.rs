@@ -36,6 +36,9 @@ pub fn classify_trap(
                 used: limits.wall,
             }));
         }
+        Some(wasmtime::Trap::StackOverflow) if !memory_refused => {
+            return SandboxError::StackExhausted(wasmtime::Trap::StackOverflow.to_string());
+        }
         Some(trap) => trap.to_string(),
         None => format!("{error:#}"),
     };

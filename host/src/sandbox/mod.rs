@@ -92,6 +92,10 @@ pub enum SandboxError {
     /// The guest trapped for another reason (`os.abort()`, a runtime panic).
     #[error("the sandbox stopped the guest: {0}")]
     Trap(String),
+    /// The guest's call stack ran out ([`engine::MAX_WASM_STACK`]): code that checks no
+    /// recursion depth walked or freed a structure nested too deep.
+    #[error("the guest's call stack ran out: {0}")]
+    StackExhausted(String),
     /// Project code ended the instance (`os._exit(status)`).
     #[error("the guest exited with status {0}")]
     Exited(i32),

@@ -263,6 +263,7 @@ impl outbound::Host for CallState {
             url: request.url,
             headers: request.headers,
             timeout_s: request.timeout_s,
+            decode: request.decode,
         };
         self.outbound_session()?
             .start(request, body, more)

@@ -511,6 +511,11 @@ struct StacksInner {
 
 const STACK_GUARD: usize = 4096;
 
+/// How much of a pooled stack's top may stay resident between calls: what ordinary calls
+/// touch. A deep call (a recursion down to the 32 MiB limit) touches far more, which is given
+/// back when its stack returns to the pool, so that the pool never holds a deep call's pages.
+const STACK_KEPT_RESIDENT: usize = 1 << 20;
+
 impl Stacks {
     pub fn new(capacity: usize) -> Self {
         Self {
@@ -612,6 +617,21 @@ impl Drop for PooledStack {
         if let Ok(mut free) = self.stacks.free.lock()
             && free.len() < self.stacks.capacity
         {
+            // The stack grows down from its top: below the part ordinary calls use, give
+            // back whatever a deep call touched (pages never touched cost nothing here).
+            let below = self.start + STACK_GUARD;
+            let kept_from = (self.start + self.len).saturating_sub(STACK_KEPT_RESIDENT);
+            if kept_from > below {
+                // SAFETY: this stack's own pages, used by no fiber once dropped; reading them
+                // after MADV_DONTNEED gives zeros, which a fresh stack holds too.
+                unsafe {
+                    libc::madvise(
+                        below as *mut libc::c_void,
+                        kept_from - below,
+                        libc::MADV_DONTNEED,
+                    )
+                };
+            }
             free.push((self.start, self.len));
             return;
         }
