@@ -115,10 +115,15 @@ pub fn open_file(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
+    make_durable(&conn)?;
+    Ok(conn)
+}
+
+/// WAL with full synchronous commits, waiting up to [`BUSY_WAIT`] for other writers.
+fn make_durable(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
     conn.busy_timeout(BUSY_WAIT)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
-    conn.pragma_update(None, "synchronous", "FULL")?;
-    Ok(conn)
+    conn.pragma_update(None, "synchronous", "FULL")
 }
 
 /// When a request's statements must stop, and where their CPU time is counted.
@@ -286,11 +291,6 @@ impl Store {
         };
         guarded(conn, &self.inner.bounds, disk)
     }
-
-    /// Bytes the database's temporary files hold now (all connections).
-    pub fn temp_used(&self) -> u64 {
-        self.inner.disk.get().map_or(0, |disk| disk.temp_used())
-    }
 }
 
 /// An in-memory database whose temporary files go through `disk`.
@@ -314,9 +314,7 @@ fn open_file_on(path: &Path, disk: &Disk) -> rusqlite::Result<rusqlite::Connecti
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         disk.name(),
     )?;
-    conn.busy_timeout(BUSY_WAIT)?;
-    conn.pragma_update(None, "journal_mode", "WAL")?;
-    conn.pragma_update(None, "synchronous", "FULL")?;
+    make_durable(&conn)?;
     conn.pragma_update(
         None,
         "journal_size_limit",

@@ -116,11 +116,7 @@ fn submit(job: Job) -> Result<(), ThreadError> {
     }
     state.threads += 1;
     drop(state);
-    let started = std::thread::Builder::new()
-        .name("filerouter-db".into())
-        .stack_size(STACK_BYTES)
-        .spawn(work);
-    if let Err(e) = started {
+    if let Err(e) = start_thread() {
         let mut state = pool.state.lock().unwrap_or_else(|e| e.into_inner());
         state.threads -= 1;
         // With no thread at all the job would wait for ever: take it back.
@@ -131,6 +127,15 @@ fn submit(job: Job) -> Result<(), ThreadError> {
         pool.wake.notify_one();
     }
     Ok(())
+}
+
+/// Start one more database thread (the caller has counted it in `State::threads`).
+fn start_thread() -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("filerouter-db".into())
+        .stack_size(STACK_BYTES)
+        .spawn(work)
+        .map(drop)
 }
 
 /// One database thread: jobs until it has been idle for [`IDLE_FOR`], or until a heavy job
@@ -172,12 +177,7 @@ fn work() {
     if !state.queue.is_empty() && state.idle == 0 {
         state.threads += 1;
         drop(state);
-        if std::thread::Builder::new()
-            .name("filerouter-db".into())
-            .stack_size(STACK_BYTES)
-            .spawn(work)
-            .is_err()
-        {
+        if start_thread().is_err() {
             pool.state.lock().unwrap_or_else(|e| e.into_inner()).threads -= 1;
         }
     }
