@@ -1,9 +1,9 @@
 """The guest's entry point: the `guest` interface of `wit/filerouter.wit`.
 
 componentize-py imports this module at build time and snapshots the interpreter afterwards, so
-everything imported here (the `filerouter` module, the standard library set in `preload`, and the
-event loop built in `pipeline`) is already in memory when an instance starts. Each exported call then
-runs in a fresh instance made from that snapshot.
+everything imported here (the `filerouter` module, the standard library set in `preload`, pydantic
+from `bundled`, and the event loop built in `pipeline`) is already in memory when an instance
+starts. Each exported call then runs in a fresh instance made from that snapshot.
 """
 
 import inspect
@@ -14,6 +14,8 @@ import sys
 # First: it puts the standard library set into the snapshot, and imports the sandbox's `sqlite3`
 # before anything else (filerouter.db) imports the standard library's by that name.
 import preload  # noqa: F401, I001
+# Then pydantic and the packages it imports, built into the guest (bundled.py).
+import bundled  # noqa: F401, I001
 
 import describe
 import immortal

@@ -153,13 +153,31 @@ _FROM_FILEROUTER = (
 ADVICE = {
     "fastapi": _FROM_FILEROUTER,
     "starlette": _FROM_FILEROUTER,
-    "pydantic": (
-        "pydantic's core is native code (Rust), which the sandbox cannot load: use "
-        "`@dataclasses.dataclass` or `TypedDict`, with constraints from `filerouter.Field` "
-        "(`Annotated[float, Field(gt=0)]`) (README, Porting a FastAPI app)"
-    ),
     "uvicorn": "filerouter serves the routes itself: `filerouter dev`, or `filerouter build` and `filerouter run`",
 }
+
+
+# Modules of the packages built into the guest (bundled.py: pydantic and what it imports) that it
+# leaves out, and why. README, "Pydantic in the sandbox", lists them.
+LEFT_OUT = {
+    **dict.fromkeys(
+        ("pydantic.mypy", "pydantic.v1.mypy"),
+        "it is pydantic's plugin for mypy, which type-checks on your machine, not in a request",
+    ),
+    "pydantic.v1._hypothesis_plugin": (
+        "it is pydantic's plugin for Hypothesis, a testing library, which runs on your machine, not in a request"
+    ),
+}
+
+
+def left_out(name):
+    """Why the bundled packages' module `name` is not in the guest, or None."""
+    while name:
+        reason = LEFT_OUT.get(name)
+        if reason is not None:
+            return reason
+        name = name.rpartition(".")[0]
+    return None
 
 
 def unavailable(name):
@@ -222,6 +240,9 @@ class StdlibFinder:
         if top not in sys.stdlib_module_names:
             if _hidden and fullname in _HIDDEN_BUILTIN:
                 raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
+            reason = left_out(fullname)
+            if reason is not None:
+                raise _refuse(fullname, reason)
             advice = ADVICE.get(top)
             return self._elsewhere(fullname, path, target, advice) if advice else None
         if fullname in sys.builtin_module_names:

@@ -14,6 +14,11 @@
 //! components are kept in `target/guest-tools/built/` keyed by the hash of every input (the
 //! linked one also by the linker's version), so switching profiles does not rebuild them.
 //!
+//! The guest also carries pydantic 2 (`host/guest-packages.txt`, [`bundled`]): PyPI's wheels,
+//! and pydantic-core compiled for the sandbox from its sdist with Debian's WASI Rust toolchain
+//! ([`toolchain`], installed with apt-get when missing and the build may), in a folder that
+//! componentize-py gets as a second `-p` path. The guest's cache key includes that folder's key.
+//!
 //! The same componentize-py also compiles its standard library to code objects
 //! (`host/stdlib.py`, see [`stdlib`]) into `OUT_DIR/stdlib.bin.zst`, once per componentize-py
 //! version and script.
@@ -26,11 +31,21 @@ use std::{
 
 use sha2::{Digest, Sha256};
 
+#[path = "build/bundled.rs"]
+mod bundled;
+#[path = "build/toolchain.rs"]
+mod toolchain;
+
 /// The componentize-py release the guest is built and tested with. Minor versions break things.
 const COMPONENTIZE_PY_VERSION: &str = "0.25.1";
 /// The WIT world the guest implements, and the Python module that implements it.
 const WORLD: &str = "router";
 const APP_MODULE: &str = "dispatcher";
+/// The CPython componentize-py embeds: native extensions are compiled for it.
+const GUEST_PYTHON: bundled::GuestPython = bundled::GuestPython {
+    version: "3.14",
+    extension_suffix: ".cpython-314-wasm32-wasi.so",
+};
 
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
@@ -50,12 +65,28 @@ fn main() {
     println!("cargo:rerun-if-changed={}", guest.display());
     println!("cargo:rerun-if-env-changed=FILEROUTER_COMPONENTIZE_PY");
 
+    let site = bundled::site(
+        &manifest.join("guest-packages.txt"),
+        &tools,
+        &venv(&tools),
+        &GUEST_PYTHON,
+    );
+    println!(
+        "cargo:rustc-env=FILEROUTER_PYDANTIC_VERSION={}",
+        site.pydantic
+    );
+    println!(
+        "cargo:rustc-env=FILEROUTER_PYDANTIC_CORE_VERSION={}",
+        site.pydantic_core
+    );
+
     let mut inputs = Vec::new();
     collect(&wit, &["wit"], &mut inputs);
     collect(&guest, &["py"], &mut inputs);
     inputs.sort();
     let mut hasher = Sha256::new();
     hasher.update(COMPONENTIZE_PY_VERSION.as_bytes());
+    hasher.update(site.key.as_bytes());
     for file in &inputs {
         let rel = file.strip_prefix(&root).unwrap_or(file);
         hasher.update(rel.to_string_lossy().as_bytes());
@@ -67,6 +98,21 @@ fn main() {
     fs::create_dir_all(&built_dir).expect("create target/guest-tools/built");
     let built = built_dir.join(format!("guest-{}.wasm", &input_hash[..16]));
     if !built.exists() {
+        // The guest's CPython writes `__pycache__/` into the folders it imports from while it is
+        // built (PYTHONDONTWRITEBYTECODE does not reach it): into guest-python/, that would make
+        // the next `cargo build` run this script again and recompile the crate. It imports from
+        // a copy of the hashed sources instead.
+        let stage = tools.join(format!(
+            "guest-src-{}-{}",
+            &input_hash[..16],
+            std::process::id()
+        ));
+        let _ = fs::remove_dir_all(&stage);
+        for file in inputs.iter().filter(|f| f.starts_with(&guest)) {
+            let to = stage.join(file.strip_prefix(&guest).expect("under guest-python"));
+            fs::create_dir_all(to.parent().expect("a parent")).expect("stage guest-python");
+            fs::copy(file, &to).expect("stage guest-python");
+        }
         let componentize = componentize_py(&tools);
         let tmp = built.with_extension("wasm.tmp");
         let status = Command::new(&componentize)
@@ -76,13 +122,16 @@ fn main() {
             .arg(WORLD)
             .arg("componentize")
             .arg("-p")
-            .arg(&guest)
+            .arg(&stage)
+            .arg("-p")
+            .arg(&site.dir)
             .arg("-o")
             .arg(&tmp)
             .arg(APP_MODULE)
             .env("PYTHONDONTWRITEBYTECODE", "1")
             .status()
             .unwrap_or_else(|e| panic!("run {}: {e}", componentize.display()));
+        let _ = fs::remove_dir_all(&stage);
         assert!(
             status.success(),
             "componentize-py failed to build the guest ({status})"
@@ -211,10 +260,16 @@ fn componentize_py(tools: &Path) -> PathBuf {
     if let Some(path) = env::var_os("FILEROUTER_COMPONENTIZE_PY") {
         return PathBuf::from(path);
     }
+    venv(tools).join("bin").join("componentize-py")
+}
+
+/// The build's private Python environment (`target/guest-tools/venv-VERSION`), with the pinned
+/// componentize-py, made on first use; its pip also downloads the bundled packages.
+fn venv(tools: &Path) -> PathBuf {
     let venv = tools.join(format!("venv-{COMPONENTIZE_PY_VERSION}"));
     let exe = venv.join("bin").join("componentize-py");
     if exe.exists() {
-        return exe;
+        return venv;
     }
     println!(
         "cargo:warning=installing componentize-py {COMPONENTIZE_PY_VERSION} into {} (once)",
@@ -241,5 +296,5 @@ fn componentize_py(tools: &Path) -> PathBuf {
         status.success(),
         "pip install componentize-py=={COMPONENTIZE_PY_VERSION} failed"
     );
-    exe
+    venv
 }
