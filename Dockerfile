@@ -12,9 +12,12 @@
 
 FROM rust:1-bookworm AS build
 # build.rs builds the Python guest with componentize-py from PyPI (python3 and its venv
-# module); `filerouter packages install` uses the same pip.
+# module); `filerouter packages install` uses the same pip. It compiles the guest's
+# pydantic-core with Debian's WASI Rust toolchain: rustc-web, cargo-web, rust-web-src and the
+# wasm-ld of the LLVM that rustc uses (lld-N; README, "Pydantic in the sandbox").
 RUN apt-get update \
- && apt-get install -y --no-install-recommends python3 python3-venv \
+ && apt-get install -y --no-install-recommends python3 python3-venv rustc-web cargo-web rust-web-src \
+ && apt-get install -y --no-install-recommends "lld-$(/usr/bin/rustc -vV | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p')" \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .

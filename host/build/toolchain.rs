@@ -41,7 +41,7 @@ pub fn find_or_install() -> Toolchain {
     // Two rounds: `lld-N` can only be named once `rustc-web` is there to say its LLVM version.
     for _ in 0..2 {
         let missing = match find() {
-            Ok(found) => return found,
+            Ok(found) => return watched(found),
             Err(missing) => missing,
         };
         if let Err(why) = may_install() {
@@ -54,12 +54,21 @@ pub fn find_or_install() -> Toolchain {
         apt_install(&missing);
     }
     match find() {
-        Ok(found) => found,
+        Ok(found) => watched(found),
         Err(missing) => panic!(
             "{}",
             explain(&missing, "apt-get ran, yet they are still missing")
         ),
     }
+}
+
+/// An upgrade of the toolchain (apt's) runs the build script again: the compiled
+/// pydantic-core is keyed by the toolchain's versions.
+fn watched(toolchain: Toolchain) -> Toolchain {
+    for path in [&toolchain.rustc, &toolchain.cargo, &toolchain.wasm_ld] {
+        println!("cargo:rerun-if-changed={}", path.display());
+    }
+    toolchain
 }
 
 fn find() -> Result<Toolchain, Missing> {
