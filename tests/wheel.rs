@@ -41,11 +41,23 @@ fn wheel(tools: &Path) -> PathBuf {
         // `cargo test` gives this process OUT_DIR, CARGO_MANIFEST_DIR and friends; passed on
         // to maturin's cargo they would mark `ring` dirty (its build script reruns when they
         // change) and rebuild it, rustls and the whole host crate: six minutes of CI here, and
-        // again at the next `cargo build`. A user's shell has none of them.
+        // again at the next `cargo build`. A user's shell has none of them. Only what cargo
+        // sets for a test goes: the caller's own CARGO_HOME or CARGO_TARGET_DIR stays.
+        const SET_BY_CARGO_TEST: &[&str] = &[
+            "CARGO",
+            "CARGO_MANIFEST_DIR",
+            "CARGO_MANIFEST_PATH",
+            "CARGO_CRATE_NAME",
+            "CARGO_PRIMARY_PACKAGE",
+            "OUT_DIR",
+        ];
         let mut maturin = Command::new(tools.join("bin/maturin"));
         for (name, _) in std::env::vars_os() {
             let name_text = name.to_string_lossy();
-            if name_text.starts_with("CARGO") || name_text == "OUT_DIR" {
+            if SET_BY_CARGO_TEST.contains(&name_text.as_ref())
+                || name_text.starts_with("CARGO_PKG_")
+                || name_text.starts_with("CARGO_BIN_EXE_")
+            {
                 maturin.env_remove(name);
             }
         }
