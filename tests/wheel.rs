@@ -38,8 +38,31 @@ fn wheel(tools: &Path) -> PathBuf {
     let built = WHEEL.get_or_init(|| {
         let dist = workspace().join("target/wheel-test/dist");
         let _ = std::fs::remove_dir_all(&dist);
+        // `cargo test` gives this process OUT_DIR, CARGO_MANIFEST_DIR and friends; passed on
+        // to maturin's cargo they would mark `ring` dirty (its build script reruns when they
+        // change) and rebuild it, rustls and the whole host crate: six minutes of CI here, and
+        // again at the next `cargo build`. A user's shell has none of them. Only what cargo
+        // sets for a test goes: the caller's own CARGO_HOME or CARGO_TARGET_DIR stays.
+        const SET_BY_CARGO_TEST: &[&str] = &[
+            "CARGO",
+            "CARGO_MANIFEST_DIR",
+            "CARGO_MANIFEST_PATH",
+            "CARGO_CRATE_NAME",
+            "CARGO_PRIMARY_PACKAGE",
+            "OUT_DIR",
+        ];
+        let mut maturin = Command::new(tools.join("bin/maturin"));
+        for (name, _) in std::env::vars_os() {
+            let name_text = name.to_string_lossy();
+            if SET_BY_CARGO_TEST.contains(&name_text.as_ref())
+                || name_text.starts_with("CARGO_PKG_")
+                || name_text.starts_with("CARGO_BIN_EXE_")
+            {
+                maturin.env_remove(name);
+            }
+        }
         run_tool(
-            Command::new(tools.join("bin/maturin"))
+            maturin
                 .args(["build", "--release", "--out"])
                 .arg(&dist)
                 .current_dir(workspace()),
