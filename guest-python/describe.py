@@ -7,6 +7,7 @@ Computed from the handler's signature once (`params.specs_of`), when the host in
 file. Not for: binding a request (see `filerouter.params`).
 """
 
+import dataclasses
 import http
 import inspect
 import json
@@ -14,7 +15,7 @@ import typing
 
 import docstrings
 import wit_text
-from filerouter import operation, params, schemas, security
+from filerouter import adapters, models, operation, params, schemas, security
 from filerouter.forms import UploadFile
 from filerouter.responses import Response, jsonable
 from filerouter.validation import split_annotated
@@ -38,6 +39,9 @@ def _param_schema(named, spec):
     default = None if spec.required else schemas.jsonable_default(spec.default)
     if default is not None and default is not schemas.NO_DEFAULT:
         schema["default"] = default
+    if spec.pydantic and "$ref" not in schema:
+        # As FastAPI titles a parameter's (or body's) own schema: `item_ids` is "Item Ids".
+        schema["title"] = (spec.marker.title if spec.marker is not None else None) or spec.alias.title().replace("_", " ")
     if spec.marker is not None:
         if spec.marker.title:
             schema["title"] = spec.marker.title
@@ -86,8 +90,8 @@ def _body(named, fn):
 def _response(named, fn):
     """`{"status": code, "schema": ...}` from the return annotation: `-> Item` (200),
     `-> tuple[Item, Literal[201]]` (the `(body, status)` a handler returns), `-> None` (204)."""
-    hint = params.type_hints(fn).get("return", inspect.Parameter.empty)
-    if hint is inspect.Parameter.empty:
+    hint = models.declared_model(fn, params.type_hints(fn))
+    if hint is inspect.Parameter.empty or hint is dataclasses.MISSING:
         return None
     if hint is None or hint is type(None):
         return {"status": 204, "schema": None}
@@ -107,7 +111,47 @@ def _response(named, fn):
         return {"status": status, "schema": None, "media_type": media}
     if isinstance(bare, type) and issubclass(bare, UploadFile):
         return None
-    return {"status": status, "schema": named.of(hint)}
+    return {"status": status, "schema": named.of(hint, mode="serialization")}
+
+
+def _model_params(named, spec):
+    """The `HandlerParam`s of a parameter model (`Annotated[Filters, Query()]`): one per field
+    of the model, as FastAPI lists them, each with pydantic's schema of the field."""
+    location = "query" if spec.location == "auto" else spec.location
+    (ref,), defs = adapters.schemas([(spec.model, None, "validation")])
+    own = ref.get("$ref", "").rsplit("/", 1)[-1]
+    definition = defs.get(own, ref)
+    for name, found in defs.items():
+        if name != own:
+            named.named.setdefault(name, found)
+    properties = definition.get("properties", {})
+    required = set(definition.get("required", ()))
+    convert = location == "header" and getattr(spec.marker, "convert_underscores", True)
+    out = []
+    for name, field in spec.model.model_fields.items():
+        alias = field.validation_alias if isinstance(field.validation_alias, str) else (field.alias or name)
+        key = alias.replace("_", "-") if convert and alias == name else alias
+        schema = dict(properties.get(alias, {}))
+        default_json = None
+        if alias not in required and field.default_factory is None:
+            try:
+                default_json = json.dumps(field.default, default=jsonable, allow_nan=False)
+            except (TypeError, ValueError):
+                default_json = None
+        enum_cls = params.enum_class(field.annotation)
+        out.append(
+            HandlerParam(
+                name=wit_text.safe(key),
+                kind=params.kind_of(field.annotation),
+                choices=[wit_text.safe(m.value) for m in enum_cls] if enum_cls else [],
+                has_default=alias not in required,
+                default_json=default_json,
+                description=wit_text.safe(field.description),
+                location=location,
+                schema=json.dumps(schema, default=jsonable),
+            )
+        )
+    return out
 
 
 def _documented_only(fn, texts):
@@ -154,7 +198,7 @@ def _declared_responses(named, responses):
         if given.get("model") is not None:
             content = dict(response.get("content") or {})
             media = dict(content.get("application/json") or {})
-            media.setdefault("schema", named.of(given["model"]))
+            media.setdefault("schema", named.of(given["model"], mode="serialization"))
             content["application/json"] = media
             response["content"] = content
         if not response.get("description"):
@@ -192,6 +236,9 @@ def describe(method, fn):
     named = schemas.Schemas()
     described = []
     for spec in params.param_specs(fn):
+        if spec.model is not None:
+            described += _model_params(named, spec)
+            continue
         hint = spec.hint
         enum_cls = params.enum_class(hint)
         location = "query" if spec.location == "auto" else spec.location
@@ -208,7 +255,7 @@ def describe(method, fn):
                 # Declared parameters carry their schema (constraints, alias, enums as named
                 # schemas); plain ones are typed by the host from `kind`, as before.
                 schema=json.dumps(_param_schema(named, spec), default=jsonable)
-                if spec.marker is not None
+                if spec.marker is not None or spec.pydantic
                 else None,
             )
         )

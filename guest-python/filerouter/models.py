@@ -40,7 +40,7 @@ import typing
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from . import validation
+from . import adapters, operation, validation
 from .exceptions import ResponseValidationError
 from .forms import UploadFile
 from .responses import Response
@@ -111,12 +111,38 @@ def _plain(value: Any, exclude_unset: bool, exclude_none: bool) -> Any:
 class ResponseModel:
     """What a handler's return annotation says its answers' bodies are."""
 
-    def __init__(self, hint: Any, label: str) -> None:
+    def __init__(self, hint: Any, label: str, info: operation.RouteInfo | None = None) -> None:
         self.hint = hint
         self.label = label
-        # The model as one function per type, worked out once: the common case, a value that
-        # fits, runs without looking at a type hint again.
-        self.fast = _compile(hint, {})
+        # A hint that names pydantic is validated and written out by pydantic, as FastAPI does
+        # (`validate_python(value, from_attributes=True)`, then `dump_python(mode="json")` with
+        # the `response_model_*` options of `@route`).
+        self.pydantic = adapters.adapter(hint) if adapters.involves(hint) else None
+        self.options: dict[str, Any] = {}
+        self.fast: Callable[[Any], Any]
+        if self.pydantic is not None:
+            given = info or operation.RouteInfo()
+            self.options = {
+                "include": given.response_model_include,
+                "exclude": given.response_model_exclude,
+                "by_alias": given.response_model_by_alias,
+                "exclude_unset": given.response_model_exclude_unset,
+                "exclude_defaults": given.response_model_exclude_defaults,
+                "exclude_none": given.response_model_exclude_none,
+            }
+            self.fast = _identity
+        else:
+            # The model as one function per type, worked out once: the common case, a value
+            # that fits, runs without looking at a type hint again.
+            self.fast = _compile(hint, {})
+
+    def _pydantic_body(self, body: Any, fn: Callable[..., Any]) -> Any:
+        adapter = typing.cast("Any", self.pydantic)
+        try:
+            value = adapter.validate_python(body, from_attributes=True)
+        except adapters.ValidationError as exc:
+            raise _invalid(fn, self.label, adapters.error_items(exc, ["response"])) from None
+        return adapter.dump_python(value, mode="json", **self.options)
 
     def apply(self, result: Any, fn: Callable[..., Any]) -> Any:
         """`result` (what `fn` returned) with its body checked and cut down to the model."""
@@ -130,6 +156,8 @@ class ResponseModel:
         return self._body(result, fn)
 
     def _body(self, body: Any, fn: Callable[..., Any]) -> Any:
+        if self.pydantic is not None:
+            return self._pydantic_body(body, fn)
         try:
             return self.fast(body)
         except _Invalid:
@@ -154,13 +182,13 @@ def response_model(fn: Callable[..., Any], hints: Mapping[str, Any]) -> Response
     try:
         found = _MODELS.get(fn)
     except TypeError:
-        return _model_of(_declared(fn, hints))
+        return _model_of(declared_model(fn, hints), operation.info_of(fn))
     if found is None:
-        found = _MODELS[fn] = _model_of(_declared(fn, hints)) or _NONE
+        found = _MODELS[fn] = _model_of(declared_model(fn, hints), operation.info_of(fn)) or _NONE
     return None if found is _NONE else typing.cast("ResponseModel", found)
 
 
-def _declared(fn: Callable[..., Any], hints: Mapping[str, Any]) -> Any:
+def declared_model(fn: Callable[..., Any], hints: Mapping[str, Any]) -> Any:
     """The handler's response model as declared: `response_model=` of its `@route(...)` when
     that says one (`None` there turns filtering off, as in FastAPI), else its return annotation."""
     info = getattr(fn, "__filerouter_route__", None)
@@ -170,7 +198,7 @@ def _declared(fn: Callable[..., Any], hints: Mapping[str, Any]) -> Any:
     return hints.get("return", _EMPTY)
 
 
-def _model_of(hint: Any) -> ResponseModel | None:
+def _model_of(hint: Any, info: operation.RouteInfo | None = None) -> ResponseModel | None:
     """The model of a return annotation, read as `/openapi.json` documents it: `-> Item` (200),
     `-> tuple[Item, Literal[201]]` (the body of a `(body, status)` answer); `-> None` (204),
     response classes and unresolvable annotations declare none."""
@@ -191,6 +219,8 @@ def _model_of(hint: Any) -> ResponseModel | None:
         return None
     if not _checkable(bare):
         return None
+    if adapters.involves(hint):
+        return ResponseModel(hint, validation.type_label(hint), info)
     for record in _records_in(hint, set()):
         _fields(record)  # worked out now: into the build's snapshot
     return ResponseModel(hint, validation.type_label(hint))

@@ -15,6 +15,7 @@ route file).
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import re
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -25,6 +26,9 @@ _F = TypeVar("_F", bound="Callable[..., Any]")
 
 # The attribute `route` sets on a handler.
 ATTRIBUTE = "__filerouter_route__"
+
+# What `RouteInfo.response_model` is when `@route` was given none (`None` means "no model").
+NOT_GIVEN = inspect.Parameter.empty
 
 _STATUS_RANGE = re.compile(r"^[1-5]XX$")
 _RESPONSE_KEYS = {"description", "model", "content", "headers", "links"}
@@ -42,6 +46,16 @@ class RouteInfo:
     responses: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     deprecated: bool = False
     operation_id: str | None = None
+    # `response_model=`: what the answer's body is validated and filtered with, instead of the
+    # return annotation (None: no filtering); `NOT_GIVEN` when not given.
+    response_model: Any = NOT_GIVEN
+    # How a response model's value is written out (pydantic's `model_dump` options).
+    response_model_include: Any = None
+    response_model_exclude: Any = None
+    response_model_by_alias: bool = True
+    response_model_exclude_unset: bool = False
+    response_model_exclude_defaults: bool = False
+    response_model_exclude_none: bool = False
 
 
 def _text(name: str, value: object) -> str | None:
@@ -99,6 +113,13 @@ def route(
     responses: Mapping[int | str, dict[str, Any]] | None = None,
     deprecated: bool | None = None,
     operation_id: str | None = None,
+    response_model: Any = NOT_GIVEN,
+    response_model_include: Any = None,
+    response_model_exclude: Any = None,
+    response_model_by_alias: bool = True,
+    response_model_exclude_unset: bool = False,
+    response_model_exclude_defaults: bool = False,
+    response_model_exclude_none: bool = False,
 ) -> Callable[[_F], _F]:
     """Describe a handler for `/docs` and `/openapi.json`, with the keyword arguments of
     FastAPI's `@app.get(...)`:
@@ -113,6 +134,11 @@ def route(
       `links` are OpenAPI's own.
     - `deprecated`: marks it deprecated (still served).
     - `operation_id`: its `operationId` and its anchor on `/docs` (unique; a clash gets `_2`).
+    - `response_model`: what the body of its answers is checked and cut down to, instead of the
+      return annotation (`None`: nothing is checked); `response_model_exclude_unset`,
+      `response_model_exclude_defaults`, `response_model_exclude_none`,
+      `response_model_include`, `response_model_exclude` and `response_model_by_alias` say how
+      a pydantic model is written out, as in FastAPI.
     """
     if isinstance(tags, str) or (tags is not None and not all(isinstance(t, str) for t in tags)):
         raise TypeError('route(tags=...) takes a list of strings, like tags=["items"]')
@@ -128,6 +154,13 @@ def route(
         responses=_responses(responses),
         deprecated=bool(deprecated),
         operation_id=operation_id,
+        response_model=response_model,
+        response_model_include=response_model_include,
+        response_model_exclude=response_model_exclude,
+        response_model_by_alias=bool(response_model_by_alias),
+        response_model_exclude_unset=bool(response_model_exclude_unset),
+        response_model_exclude_defaults=bool(response_model_exclude_defaults),
+        response_model_exclude_none=bool(response_model_exclude_none),
     )
 
     def mark(fn: _F) -> _F:

@@ -23,7 +23,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, cast
 
 
-from . import background, models, validation
+from . import adapters, background, models, validation
 from ._sandbox import wit_text
 from .exceptions import HandlerSignatureError, HTTPException, RequestValidationError
 from .forms import UploadFile
@@ -89,6 +89,10 @@ def _is_scalar(hint: Any) -> bool:
     if validation.is_union(hint):
         return all(_is_scalar(a) for a in typing.get_args(hint))
     if typing.get_origin(hint) is typing.Literal:
+        return True
+    if isinstance(hint, type) and issubclass(hint, adapters.BaseModel):
+        return False
+    if adapters.from_pydantic(hint):  # `EmailStr`, `SecretStr`, `HttpUrl`: one value, as in FastAPI
         return True
     return isinstance(hint, type) and (issubclass(hint, _SCALARS) or issubclass(hint, enum.Enum))
 
@@ -160,6 +164,11 @@ class Spec:
     use_cache: bool = True
     # The OAuth2 scopes a `Security(..., scopes=[...])` dependency requires.
     scopes: tuple[str, ...] = ()
+    # Whether the hint names pydantic: then pydantic validates it (`adapters`), as in FastAPI.
+    pydantic: bool = False
+    # A `Query()`/`Header()`/`Cookie()`/`Form()` parameter whose type is a pydantic model: each
+    # of the model's fields is a parameter of its own (FastAPI's parameter models).
+    model: Any = None
 
     def default_value(self) -> Any:
         if self.marker is not None and self.marker.default_factory is not None:
@@ -249,6 +258,11 @@ def _spec(param: inspect.Parameter, hints: dict[str, Any]) -> Spec:
     alias = marker.alias if marker is not None and marker.alias else param.name
     if location == "header" and marker is not None and not marker.alias and marker.convert_underscores:
         alias = param.name.replace("_", "-")
+    uses_pydantic = full is not _EMPTY and adapters.involves(full)
+    model = None
+    if uses_pydantic and marker is not None and location in ("query", "header", "cookie", "form"):
+        if isinstance(hint, type) and issubclass(hint, adapters.BaseModel):
+            model = hint
     return Spec(
         param.name,
         location,
@@ -259,6 +273,8 @@ def _spec(param: inspect.Parameter, hints: dict[str, Any]) -> Spec:
         marker=marker,
         constraints=constraints,
         many=_is_sequence(hint),
+        pydantic=uses_pydantic,
+        model=model,
     )
 
 
@@ -317,6 +333,8 @@ def warm(fn: Callable[..., Any]) -> None:
     build time)."""
     _names_taken(fn, set())
     body_specs(fn)
+    for spec in _flat(fn, set(), lambda s: s.pydantic):
+        adapters.adapter(spec.hint, spec.constraints)
     models.warm(fn, signature_of(fn)[1])
 
 
@@ -546,13 +564,21 @@ class Resolver:
         location = spec.location
         if location == "auto":
             location = "path" if spec.name in self.path_values else "query"
+        if spec.model is not None:
+            source: Any = {
+                "query": self.request.query_params,
+                "header": self.request.headers,
+                "cookie": self.request.cookies,
+            }[location]
+            self._bind_model(spec, location, source, kwargs, groups[location])
+            return
         if location == "path":
             key = spec.name if spec.name in self.path_values else spec.alias
             raw = self.path_values.get(key)
             alias = key
         else:
             alias = spec.alias
-            source: Any = {
+            source = {
                 "query": self.request.query_params,
                 "header": self.request.headers,
                 "cookie": None,
@@ -570,7 +596,54 @@ class Resolver:
                 return
             errors.append(_missing([location, alias]))
             return
-        value = validation.validate(spec.hint, raw, [location, alias], errors, spec.constraints)
+        check = adapters.validate if spec.pydantic else validation.validate
+        value = check(spec.hint, raw, [location, alias], errors, spec.constraints)
+        if value is not INVALID:
+            kwargs[spec.name] = value
+
+    def _bind_model(self, spec: Spec, location: str, source: Any, kwargs: dict[str, Any], errors: Errors) -> None:
+        """A parameter model: its fields read from `source` (the query, headers, cookies or
+        form) by their aliases, what is left over given to the model too (for its `extra`
+        policy), checked as one value at `[location]`, as FastAPI's parameter models."""
+        is_headers = location == "header"
+        convert = is_headers and (spec.marker is None or getattr(spec.marker, "convert_underscores", True))
+        values: dict[str, Any] = {}
+        taken: set[str] = set()
+        renamed: dict[str, str] = {}
+        for name, field in spec.model.model_fields.items():
+            alias = field.validation_alias if isinstance(field.validation_alias, str) else (field.alias or name)
+            key = alias.replace("_", "-") if convert and alias == name else alias
+            if _is_sequence(field.annotation) and hasattr(source, "getlist"):
+                raw: Any = source.getlist(key)
+                if location == "form":
+                    raw = [v for v in raw if not _empty_upload(v)]
+                raw = raw or None
+            else:
+                raw = source.get(key)
+                if location == "form" and (raw == "" or _empty_upload(raw)):
+                    raw = None
+            if raw is not None:
+                values[alias] = raw
+            taken.add(key.lower() if is_headers else key)
+            if key != alias:
+                renamed[alias] = key
+        if hasattr(source, "multi_items"):
+            pairs = source.multi_items()
+        else:
+            pairs = list(source.items())
+        grouped: dict[str, list[Any]] = {}
+        for key, raw in pairs:
+            if key not in taken:
+                grouped.setdefault(key, []).append(raw)
+        for key, found in grouped.items():
+            values[key] = found[0] if len(found) == 1 else found
+        found_errors: Errors = []
+        value = adapters.validate(spec.hint, values, [location], found_errors, spec.constraints)
+        for item in found_errors:
+            loc = item["loc"]
+            if renamed and len(loc) > 1 and loc[1] in renamed:
+                item["loc"] = [loc[0], renamed[loc[1]], *loc[2:]]
+        errors.extend(found_errors)
         if value is not INVALID:
             kwargs[spec.name] = value
 
@@ -615,6 +688,9 @@ class Resolver:
         if is_form:
             form = await self.request.form()
             for spec in specs:
+                if spec.model is not None:
+                    self._bind_model(spec, "body", form, kwargs, errors)
+                    continue
                 if spec.many:
                     raw: Any = [v for v in form.getlist(spec.alias) if not _empty_upload(v)] or None
                 else:
@@ -661,7 +737,8 @@ class Resolver:
             else:
                 kwargs[spec.name] = spec.default_value()
             return
-        value = validation.validate(spec.hint, raw, loc, errors, spec.constraints)
+        check = adapters.validate if spec.pydantic else validation.validate
+        value = check(spec.hint, raw, loc, errors, spec.constraints)
         if value is not INVALID:
             kwargs[spec.name] = value
 

@@ -159,7 +159,7 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     if hasattr(value, "model_dump"):
-        return value.model_dump()  # pyright: ignore[reportAttributeAccessIssue]  (a pydantic model)
+        return value.model_dump(mode="json", by_alias=True)  # pyright: ignore[reportAttributeAccessIssue]  (a pydantic model, as `jsonable_encoder` writes it)
     raise TypeError(
         f"Object of type {type(value).__name__} is not JSON serializable: "
         "return a dict, list, str, int, float, bool or None, or a Response"

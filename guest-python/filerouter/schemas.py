@@ -17,6 +17,7 @@ import typing
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from . import adapters
 from .validation import constraints_in, field_hints, is_typeddict, is_union, split_annotated
 
 if TYPE_CHECKING:
@@ -40,8 +41,12 @@ class Schemas:
     def __init__(self) -> None:
         self.named: dict[str, Schema] = {}
 
-    def of(self, hint: Any, constraints: Constraints | None = None) -> Schema:
-        """The JSON Schema of `hint`, with `constraints` (`Constraints`) applied."""
+    def of(self, hint: Any, constraints: Constraints | None = None, mode: str = "validation") -> Schema:
+        """The JSON Schema of `hint`, with `constraints` (`Constraints`) applied. `mode` is
+        "validation" for what a request sends, "serialization" for what a handler returns
+        (they differ for pydantic models with computed fields or serializers)."""
+        if adapters.involves(hint):
+            return self._pydantic(hint, constraints, mode)
         hint, metadata = split_annotated(hint)
         if metadata:
             declared = constraints_in(metadata)
@@ -50,6 +55,14 @@ class Schemas:
         if constraints:
             schema = _constrained(schema, constraints)
         return schema
+
+    def _pydantic(self, hint: Any, constraints: Constraints | None, mode: str) -> Schema:
+        """pydantic's own JSON Schema of `hint`, as FastAPI's `/openapi.json` has it; the models
+        it refers to join the named schemas."""
+        (schema,), named = adapters.schemas([(hint, constraints, mode)])
+        for name, found in named.items():
+            self.named.setdefault(name, found)
+        return dict(schema)
 
     def _bare(self, hint: Any) -> Schema:
         if hint is typing.Any or hint is object:

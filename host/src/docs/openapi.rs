@@ -6,6 +6,8 @@
 //! the framework itself produces (404, 413, 422 with FastAPI's `HTTPValidationError`; 405 is in
 //! `components`). Not for: rendering (see `page`), or deciding whether the document is served.
 
+use std::collections::HashSet;
+
 use serde_json::{Map, Value, json};
 
 use super::{bare_path, framework_errors, operation_ids, security_schemes, tags_of, takes_body};
@@ -27,6 +29,7 @@ pub fn openapi(catalog: &Catalog) -> Value {
             insert_item(&mut paths, &bare, path_item(route, &bare_ids, params));
         }
     }
+    one_name_per_mode(&mut named, &mut paths);
     let mut info = Map::new();
     info.insert("title".into(), json!(catalog.project.title));
     if let Some(description) = &catalog.project.description {
@@ -152,6 +155,81 @@ fn rename_refs(value: &mut Value, renames: &[(String, String)]) {
         Value::Array(items) => {
             for child in items {
                 rename_refs(child, renames);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// pydantic names a model whose schema as a request sends it differs from its schema as a
+/// handler returns it (a computed field, a serializer) `Model-Input` and `Model-Output`, and the
+/// guest describes every pydantic model both ways (guest-python/filerouter/adapters.py). As in
+/// FastAPI, which describes each model only in the ways the app uses it, the document keeps
+/// both names only when it refers to both: one it never refers to is dropped, and the one left
+/// is `Model`.
+fn one_name_per_mode(named: &mut Map<String, Value>, paths: &mut Map<String, Value>) {
+    fn mode_of(name: &str) -> Option<(&str, &str)> {
+        name.strip_suffix("-Input")
+            .map(|base| (base, "-Output"))
+            .or_else(|| name.strip_suffix("-Output").map(|base| (base, "-Input")))
+    }
+    if !named.keys().any(|name| mode_of(name).is_some()) {
+        return;
+    }
+    let mut reached: HashSet<String> = HashSet::new();
+    let mut todo: Vec<String> = Vec::new();
+    for item in paths.values() {
+        schema_refs(item, &mut todo);
+    }
+    while let Some(name) = todo.pop() {
+        if reached.insert(name.clone())
+            && let Some(schema) = named.get(&name)
+        {
+            schema_refs(schema, &mut todo);
+        }
+    }
+    named.retain(|name, _| mode_of(name).is_none() || reached.contains(name));
+    let renames: Vec<(String, String)> = named
+        .keys()
+        .filter_map(|name| {
+            let (base, other) = mode_of(name)?;
+            let alone = !named.contains_key(&format!("{base}{other}")) && !named.contains_key(base);
+            alone.then(|| (name.clone(), base.to_string()))
+        })
+        .collect();
+    if renames.is_empty() {
+        return;
+    }
+    for (name, mut schema) in std::mem::take(named) {
+        rename_refs(&mut schema, &renames);
+        let name = renames
+            .iter()
+            .find(|(old, _)| *old == name)
+            .map_or(name, |(_, new)| new.clone());
+        named.insert(name, schema);
+    }
+    for item in paths.values_mut() {
+        rename_refs(item, &renames);
+    }
+}
+
+/// The names of the named schemas `value` refers to (`#/components/schemas/<name>`), pushed
+/// onto `out`.
+fn schema_refs(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::String(target)) = map.get("$ref")
+                && let Some(name) = target.strip_prefix("#/components/schemas/")
+            {
+                out.push(name.to_string());
+            }
+            for child in map.values() {
+                schema_refs(child, out);
+            }
+        }
+        Value::Array(items) => {
+            for child in items {
+                schema_refs(child, out);
             }
         }
         _ => {}
