@@ -69,56 +69,8 @@ counters() {
 # Pages of one sandbox memory slot that are private to it (written since mapped from the
 # snapshot): the snapshot image's mapping (memfd) and the read-write mappings around it. The
 # largest over all slots is printed.
-restored_pages() { # PID scan|copy
-  python3 - "$1" "$2" <<'PY'
-import ctypes, fcntl, re, struct, sys
-pid, mode = sys.argv[1], sys.argv[2]
-vmas = []
-for line in open(f"/proc/{pid}/maps"):
-    m = re.match(r"([0-9a-f]+)-([0-9a-f]+) (\S+) \S+ \S+ \S+\s*(.*)", line)
-    vmas.append((int(m.group(1), 16), int(m.group(2), 16), m.group(3), m.group(4)))
-pagemap = open(f"/proc/{pid}/pagemap", "rb")
-PAGEMAP_SCAN = (3 << 30) | (96 << 16) | (ord("f") << 8) | 16
-WRITTEN, FILE, PRESENT, SWAPPED, PFNZERO = 2, 4, 8, 16, 32
-# "ours" (filerouter's own slots since issue 28): only pages present or swapped, as
-# sandbox/reset.rs asks; "scan" (wasmtime's pooling allocator before): any page so reported
-ANYOF = PRESENT | SWAPPED if mode == "ours" else 0
-def written(lo, hi):
-    # written, and neither a file (image) page nor the zero page
-    vec = (ctypes.c_uint64 * (3 * 512))()
-    pages, start = 0, lo
-    while start < hi:
-        arg = bytearray(struct.pack("<12Q", 96, 0, start, hi, 0, ctypes.addressof(vec), 512, 0,
-                                    FILE | PFNZERO, WRITTEN | FILE | PFNZERO, ANYOF, 0))
-        n = fcntl.ioctl(pagemap.fileno(), PAGEMAP_SCAN, arg)
-        pages += sum((vec[3 * k + 1] - vec[3 * k]) // 4096 for k in range(n))
-        walk_end = struct.unpack("<12Q", bytes(arg))[4]
-        if walk_end <= start:
-            break
-        start = walk_end
-    return pages
-best = 0
-for i, (a, b, perms, name) in enumerate(vmas):
-    # the slot's copy-on-write mapping of the memory image: of filerouter's image file
-    # (images/*.img), or (builds before issue 28) of the compiled guest's file or a memfd
-    image = name.replace(" (deleted)", "")
-    ours = image.endswith(".img")
-    if perms != "rw-p" or not ("wasm-memory-image" in image or image.endswith(".cwasm") or ours):
-        continue
-    lo, hi = a, b
-    j = i - 1
-    while j >= 0 and vmas[j][1] == lo and vmas[j][2] == "rw-p" and not vmas[j][3]:
-        lo = vmas[j][0]; j -= 1
-    j = i + 1
-    while j < len(vmas) and vmas[j][0] == hi and vmas[j][2] == "rw-p" and not vmas[j][3]:
-        hi = vmas[j][1]; j += 1
-    if mode == "copy":
-        # without PAGEMAP_SCAN the reset copies the first 32 MiB of the slot, written or not
-        best = max(best, min(hi - lo, 32 << 20) // 4096)
-    else:
-        best = max(best, written(lo, hi))
-print(best)
-PY
+restored_pages() { # PID ours|scan|copy
+  python3 bench/written_pages.py "$1" "$2"
 }
 start() { # command... ; sets SERVER and waits for the first answer
   "$@" >/dev/null 2>&1 &

@@ -818,6 +818,61 @@ mod tests {
     }
 
     #[test]
+    fn a_model_keeps_its_input_and_output_names_only_when_both_are_used() {
+        let refer = |name: &str| json!({"$ref": format!("#/components/schemas/{name}")});
+        let object = |field: Value| json!({"type": "object", "properties": {"f": field}});
+        let named_of = |pairs: &[(&str, Value)]| -> Map<String, Value> {
+            pairs
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.clone()))
+                .collect()
+        };
+        // `Item` used only as a body, `Tag` (inside it) used both ways through `Pair`.
+        let mut named = named_of(&[
+            ("Item-Input", object(refer("Tag-Input"))),
+            ("Item-Output", object(refer("Tag-Output"))),
+            ("Tag-Input", object(json!({"type": "string"}))),
+            ("Tag-Output", object(json!({"type": "integer"}))),
+            ("Pair-Input", object(refer("Tag-Input"))),
+            ("Pair-Output", object(refer("Tag-Output"))),
+            ("Plain", object(json!({}))),
+        ]);
+        let mut paths: Map<String, Value> = [(
+            "/items".to_string(),
+            json!({
+                "post": {"requestBody": {"content": {"application/json": {"schema": refer("Item-Input")}}}},
+                "put": {"responses": {"200": {"content": {"application/json": {"schema": refer("Tag-Output")}}}}},
+            }),
+        )]
+        .into_iter()
+        .collect();
+        one_name_per_mode(&mut named, &mut paths);
+        let mut names: Vec<&str> = named.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        // The unused `Item-Output` and `Pair-*` are gone, `Item` is itself again, `Tag` is
+        // used both ways and keeps both names; a schema that never had two names stays.
+        assert_eq!(names, ["Item", "Plain", "Tag-Input", "Tag-Output"]);
+        assert_eq!(named["Item"], object(refer("Tag-Input")));
+        assert_eq!(
+            paths["/items"]["post"]["requestBody"]["content"]["application/json"]["schema"],
+            refer("Item")
+        );
+        // One used one way only is renamed where it is referred to, in schemas too.
+        let mut named = named_of(&[
+            ("Outer-Input", object(refer("Inner-Input"))),
+            ("Inner-Input", object(json!({}))),
+            ("Inner-Output", object(json!({"readOnly": true}))),
+        ]);
+        let mut paths: Map<String, Value> = [("/o".to_string(), refer("Outer-Input"))]
+            .into_iter()
+            .collect();
+        one_name_per_mode(&mut named, &mut paths);
+        assert_eq!(named["Outer"], object(refer("Inner")));
+        assert!(named.contains_key("Inner") && named.len() == 2, "{named:?}");
+        assert_eq!(paths["/o"], refer("Outer"));
+    }
+
+    #[test]
     fn an_empty_catalog_is_still_a_document() {
         let mut catalog = sample();
         catalog.routes.clear();

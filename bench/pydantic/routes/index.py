@@ -1,0 +1,2 @@
+def GET(request):
+    return {"message": "hello"}

@@ -1,0 +1,5 @@
+from _lib.orders import Order
+
+
+def POST(request, order: Order) -> Order:
+    return order
