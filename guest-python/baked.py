@@ -10,9 +10,11 @@ module global changes it for its own request only.
 """
 
 import importlib.abc
+import importlib.metadata
 import importlib.resources.abc
 import importlib.util
 import io
+import re
 import sys
 
 import importing
@@ -115,6 +117,35 @@ class PackageFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if rel is None or not package:
             return None
         return _PackageResources(rel.rsplit("/", 1)[0])
+
+    def find_distributions(self, context=importlib.metadata.DistributionFinder.Context()):
+        """`importlib.metadata` for the baked packages, from their `.dist-info` folders in
+        `PACKAGES` (pydantic reads email-validator's version so before it validates an
+        `EmailStr`)."""
+        wanted = None if context.name is None else _normalize(context.name)
+        for folder in sorted({path.split("/", 1)[0] for path in PACKAGES if "/" in path}):
+            if not folder.endswith(".dist-info"):
+                continue
+            if wanted is None or _normalize(folder[: -len(".dist-info")].split("-", 1)[0]) == wanted:
+                yield _BakedDistribution(folder)
+
+
+def _normalize(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+class _BakedDistribution(importlib.metadata.Distribution):
+    """A baked package's metadata: the files of its `.dist-info` folder in `PACKAGES`."""
+
+    def __init__(self, folder):
+        self._folder = folder
+
+    def read_text(self, filename):
+        data = PACKAGES.get(self._folder + "/" + filename)
+        return None if data is None else data.decode("utf-8")
+
+    def locate_file(self, path):
+        return _BakedPath(str(path))
 
 
 class _PackageResources(importlib.resources.abc.TraversableResources):

@@ -79,6 +79,16 @@ fn main() {
         "cargo:rustc-env=FILEROUTER_PYDANTIC_CORE_VERSION={}",
         site.pydantic_core
     );
+    // `name==version` of every bundled distribution, space-separated: what `packages install`
+    // pins the project's resolution to and does not install (`host/src/packages/guest.rs`).
+    println!(
+        "cargo:rustc-env=FILEROUTER_GUEST_PACKAGES={}",
+        site.packages
+            .iter()
+            .map(|(name, version)| format!("{name}=={version}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
 
     let mut inputs = Vec::new();
     collect(&wit, &["wit"], &mut inputs);

@@ -321,7 +321,14 @@ fn requirements_are_resolved_for_the_sandbox_not_the_host() {
         "greenlet installed: {installed:?}\n{stderr}"
     );
     assert!(stdout.contains("SQLAlchemy 2.0.58"), "{stdout}");
-    assert!(stdout.contains("typing_extensions"), "{stdout}");
+    // SQLAlchemy's typing-extensions is the one built into the guest with pydantic (issue 41):
+    // routes import that copy whatever .packages/ holds, so it is not installed.
+    assert!(!stdout.contains("typing_extensions"), "{stdout}");
+    assert!(
+        stderr.contains("typing-extensions 4.16.0: provided by the sandbox")
+            && stderr.contains("`typing-extensions>=4.6.0` (SQLAlchemy's) allows it"),
+        "{stderr}"
+    );
     assert!(!stdout.contains("greenlet"), "{stdout}");
     let native: Vec<String> = walk(&packages)
         .into_iter()
@@ -554,4 +561,511 @@ with tarfile.open(sys.argv[1], "w:gz") as tar:
         assert!(project.path().join(".packages/keep.txt").exists());
         assert!(!project.path().join(".packages.resolve").exists());
     }
+}
+
+/// The pydantic built into the guest, and the pydantic-core compiled into it (`host/build.rs`
+/// reads them from `host/guest-packages.txt`).
+const PYDANTIC: &str = env!("FILEROUTER_PYDANTIC_VERSION");
+const PYDANTIC_CORE: &str = env!("FILEROUTER_PYDANTIC_CORE_VERSION");
+
+/// Whether `.packages/` holds any of the distributions built into the guest (their modules or
+/// their `.dist-info`): none may be installed, they would shadow the guest's metadata (and
+/// pydantic-core is native code).
+fn bundled_installed(packages: &std::path::Path) -> Vec<String> {
+    let bundled = [
+        "pydantic",
+        "pydantic_core",
+        "typing_extensions",
+        "annotated_types",
+        "typing_inspection",
+    ];
+    std::fs::read_dir(packages)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().to_ascii_lowercase())
+                .filter(|name| {
+                    bundled.iter().any(|b| {
+                        name == b
+                            || *name == format!("{b}.py")
+                            || name.starts_with(&format!("{b}-"))
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Issue 41: a project that requires pydantic (a compatible range), pydantic-settings,
+/// email-validator and SQLModel installs, with pydantic and what it imports provided by the
+/// guest at its versions (said, and nothing of them installed: pydantic-core's wheels are
+/// native code); and in `dev` and from a build, `BaseSettings` reads the project's env file or
+/// the server's environment, `EmailStr` validates with the installed email-validator (pydantic
+/// checks its version through `importlib.metadata`), a SQLModel table works on the project's
+/// database, and `importlib.metadata` gives the guest's versions.
+#[test]
+fn pydantic_and_packages_built_on_it_install_and_use_the_guests_pydantic() {
+    const TEST: &str = "pydantic_and_packages_built_on_it_install_and_use_the_guests_pydantic";
+    let venv = match python_venv() {
+        Ok(venv) => venv,
+        Err(why) => return missing(TEST, &why, "python3 and python3-venv, and reach PyPI"),
+    };
+    let project = Project::new(&[
+        (
+            "requirements.txt",
+            "pydantic>=2.7\npydantic-settings\nemail-validator\nsqlmodel\n",
+        ),
+        ("config.py", r#"environment = {"names": ["APP_GREETING"]}"#),
+        (".env", "APP_GREETING=hello from the env file\n"),
+        (
+            "migrations/0001_heroes.sql",
+            "CREATE TABLE hero (id INTEGER PRIMARY KEY, name VARCHAR NOT NULL, secret_name VARCHAR NOT NULL, age INTEGER);\n",
+        ),
+        (
+            "routes/settings/route.py",
+            r#"
+            import importlib.metadata
+
+            from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+            class Settings(BaseSettings):
+                model_config = SettingsConfigDict(env_prefix="APP_")
+                greeting: str
+                page_size: int = 20
+
+
+            def GET(request):
+                settings = Settings()
+                names = ("pydantic", "pydantic-core", "typing-extensions", "pydantic-settings", "email-validator")
+                return {
+                    "greeting": settings.greeting,
+                    "page_size": settings.page_size,
+                    "versions": {name: importlib.metadata.version(name) for name in names},
+                }
+            "#,
+        ),
+        (
+            "routes/email/route.py",
+            r#"
+            from pydantic import EmailStr, TypeAdapter, ValidationError
+
+            EMAIL = TypeAdapter(EmailStr)
+
+
+            def GET(request, address: str):
+                try:
+                    return {"email": EMAIL.validate_python(address)}
+                except ValidationError as e:
+                    return {"error": e.errors()[0]["type"], "msg": e.errors()[0]["msg"]}
+            "#,
+        ),
+        (
+            "routes/heroes/route.py",
+            r#"
+            from pydantic import ValidationError
+            from sqlmodel import Field, Session, SQLModel, create_engine, select
+
+            engine = create_engine("sqlite:///app.db")
+
+
+            class Hero(SQLModel, table=True):
+                id: int | None = Field(default=None, primary_key=True)
+                name: str
+                secret_name: str
+                age: int | None = Field(default=None, ge=0)
+
+
+            class HeroCreate(SQLModel):
+                name: str = Field(min_length=1)
+                secret_name: str
+                age: int | None = Field(default=None, ge=0)
+
+
+            async def POST(request):
+                try:
+                    data = HeroCreate.model_validate(await request.json())
+                except ValidationError as e:
+                    return {"detail": [(err["type"], err["loc"]) for err in e.errors()]}, 422
+                with Session(engine) as session:
+                    hero = Hero.model_validate(data)
+                    session.add(hero)
+                    session.commit()
+                    session.refresh(hero)
+                    return hero.model_dump(), 201
+
+
+            def GET(request):
+                with Session(engine) as session:
+                    heroes = session.exec(select(Hero).where(Hero.age >= 18).order_by(Hero.id)).all()
+                    return {"adults": [h.model_dump() for h in heroes]}
+            "#,
+        ),
+    ]);
+    let (code, stdout, stderr) = install(&project, venv.join("bin/python").to_str().unwrap());
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    // Said, with the requirements that allow it: the project's range, and its packages'.
+    assert!(
+        stderr.contains(&format!(
+            "pydantic {PYDANTIC}: provided by the sandbox (its pydantic-core {PYDANTIC_CORE} is compiled into the guest), not installed; `pydantic>=2.7` (the project's), "
+        )),
+        "{stderr}"
+    );
+    for dependent in ["pydantic-settings's", "sqlmodel's"] {
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.starts_with(&format!("pydantic {PYDANTIC}: ")) && l.contains(dependent)),
+            "{dependent}: {stderr}"
+        );
+    }
+    assert!(
+        stderr.contains(&format!(
+            "pydantic-core {PYDANTIC_CORE}: provided by the sandbox (compiled for the sandbox from its source and linked into the guest), not installed"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("typing-extensions 4.16.0: provided by the sandbox (built into the guest with pydantic: routes import its copy, whatever .packages/ holds)"),
+        "{stderr}"
+    );
+    for name in [
+        "pydantic-settings",
+        "email-validator",
+        "sqlmodel",
+        "SQLAlchemy",
+    ] {
+        assert!(stdout.contains(&format!("  {name} ")), "{name}: {stdout}");
+    }
+    let packages = project.path().join(".packages");
+    assert_eq!(bundled_installed(&packages), Vec::<String>::new());
+    assert!(!stdout.contains("pydantic "), "{stdout}");
+    let native: Vec<String> = walk(&packages)
+        .into_iter()
+        .filter(|p| p.ends_with(".so") || p.contains(".so."))
+        .collect();
+    assert!(native.is_empty(), "native files installed: {native:?}");
+
+    let check = |server: &Server, greeting: &str| {
+        let settings = server.get("/settings");
+        assert_eq!(settings.status(), 200, "{}", server.log());
+        let settings = json(settings);
+        assert_eq!(settings["greeting"], greeting);
+        assert_eq!(settings["page_size"], 20);
+        assert_eq!(settings["versions"]["pydantic"], PYDANTIC);
+        assert_eq!(settings["versions"]["pydantic-core"], PYDANTIC_CORE);
+        assert_eq!(settings["versions"]["typing-extensions"], "4.16.0");
+        assert!(
+            settings["versions"]["email-validator"]
+                .as_str()
+                .is_some_and(|v| v.starts_with("2.")),
+            "{settings}"
+        );
+        let valid = server.get("/email?address=%20Someone@Example.COM%20");
+        assert_eq!(valid.status(), 200, "{}", server.log());
+        assert_eq!(json(valid), json!({"email": "Someone@example.com"}));
+        let invalid = json(server.get("/email?address=no-at-sign"));
+        assert_eq!(invalid["error"], "value_error", "{invalid}");
+        assert!(
+            invalid["msg"]
+                .as_str()
+                .unwrap()
+                .starts_with("value is not a valid email address: "),
+            "{invalid}"
+        );
+    };
+    {
+        let dev = Server::dev(&project);
+        check(&dev, "hello from the env file");
+        let created = dev
+            .request("POST", "/heroes")
+            .json(&json!({"name": "Deadpond", "secret_name": "Dive Wilson", "age": 30}))
+            .send()
+            .unwrap();
+        assert_eq!(created.status(), 201, "{}", dev.log());
+        assert_eq!(
+            json(created),
+            json!({"id": 1, "name": "Deadpond", "secret_name": "Dive Wilson", "age": 30})
+        );
+        // pydantic's lax mode: "15" is 15.
+        let young = dev
+            .request("POST", "/heroes")
+            .json(&json!({"name": "Spider-Boy", "secret_name": "Pedro", "age": "15"}))
+            .send()
+            .unwrap();
+        assert_eq!(young.status(), 201, "{}", dev.log());
+        let invalid = dev
+            .request("POST", "/heroes")
+            .json(&json!({"name": "", "secret_name": "x", "age": -1}))
+            .send()
+            .unwrap();
+        assert_eq!(invalid.status(), 422, "{}", dev.log());
+        assert_eq!(
+            json(invalid),
+            json!({"detail": [["string_too_short", ["name"]], ["greater_than_equal", ["age"]]]})
+        );
+        assert_eq!(
+            json(dev.get("/heroes")),
+            json!({"adults": [{"id": 1, "name": "Deadpond", "secret_name": "Dive Wilson", "age": 30}]})
+        );
+    }
+    // From a build: the packages and their metadata baked in, the server's environment first.
+    let (code, stdout, stderr) = run(&["build", "--project", "."], project.path());
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    std::fs::remove_dir_all(&packages).unwrap();
+    let served = Server::run(&project, &[("APP_GREETING", "hello from the environment")]);
+    check(&served, "hello from the environment");
+    assert_eq!(
+        json(served.get("/heroes")),
+        json!({"adults": [{"id": 1, "name": "Deadpond", "secret_name": "Dive Wilson", "age": 30}]})
+    );
+}
+
+/// Issue 41: a requirement that does not allow the guest's pydantic (or pydantic-core), the
+/// project's own or a package's, is refused naming it, the guest's version and what to do,
+/// and nothing is installed.
+#[test]
+fn a_requirement_on_another_pydantic_is_refused_by_name() {
+    const TEST: &str = "a_requirement_on_another_pydantic_is_refused_by_name";
+    let venv = match python_venv() {
+        Ok(venv) => venv,
+        Err(why) => return missing(TEST, &why, "python3 and python3-venv, and reach PyPI"),
+    };
+    let python = venv.join("bin/python");
+    let project = Project::new(&[(".packages/keep.txt", "installed earlier\n")]);
+    let theirs = format!(
+        "does not allow pydantic {PYDANTIC}, the sandbox's: change it to allow {PYDANTIC} (`pydantic>={PYDANTIC}`, or `pydantic` alone)"
+    );
+    let cases: Vec<(&str, &str, String)> = vec![
+        (
+            "requirements.txt",
+            "Jinja2==3.1.6\npydantic==2.10.0\n",
+            format!("`pydantic==2.10.0` (the project's requirement) {theirs}"),
+        ),
+        (
+            "requirements.txt",
+            "pydantic<2\n",
+            format!("`pydantic<2` (the project's requirement) {theirs}"),
+        ),
+        (
+            "requirements.txt",
+            "sqlmodel==0.0.8\n",
+            format!(
+                "sqlmodel 0.0.8 requires `pydantic<2.0.0,>=1.8.2`, which does not allow pydantic {PYDANTIC}, the sandbox's: use a release of sqlmodel that works with pydantic {PYDANTIC}"
+            ),
+        ),
+        (
+            "pyproject.toml",
+            "[project]\nname = \"p\"\nversion = \"1\"\ndependencies = [\"pydantic-core==2.27.2\"]\n",
+            format!(
+                "`pydantic-core==2.27.2` (the project's requirement) does not allow pydantic-core {PYDANTIC_CORE}, the sandbox's"
+            ),
+        ),
+    ];
+    for (file, text, expected) in cases {
+        for other in ["requirements.txt", "pyproject.toml"] {
+            let _ = std::fs::remove_file(project.path().join(other));
+        }
+        project.write(file, text);
+        let (code, stdout, stderr) = install(&project, python.to_str().unwrap());
+        assert_ne!(code, 0, "{text}: {stdout}\n{stderr}");
+        assert!(stderr.contains(&expected), "{text}: {stderr}");
+        assert!(
+            stderr.contains("what the sandbox has built in, pydantic")
+                && stderr.contains(&format!(
+                    "{PYDANTIC} (its pydantic-core {PYDANTIC_CORE} is compiled into the guest)"
+                ))
+                || stderr.contains(&format!(
+                    "pydantic-core {PYDANTIC_CORE} (compiled for the sandbox"
+                )),
+            "{text}: {stderr}"
+        );
+        assert!(
+            stderr.contains("nothing was installed; .packages/ is as it was"),
+            "{text}: {stderr}"
+        );
+        assert!(project.path().join(".packages/keep.txt").exists());
+        assert_eq!(
+            std::fs::read_dir(project.path().join(".packages"))
+                .unwrap()
+                .count(),
+            1
+        );
+        for scratch in [
+            ".packages.new",
+            ".packages.resolve",
+            ".packages.nocompilers",
+        ] {
+            assert!(
+                !project.path().join(scratch).exists(),
+                "{scratch} left behind"
+            );
+        }
+    }
+}
+
+/// Writes a wheel of `name` `version` requiring `requires` into `dir` (pure Python, one empty
+/// module), with the venv's Python.
+fn fake_wheel(
+    python: &std::path::Path,
+    dir: &std::path::Path,
+    name: &str,
+    version: &str,
+    requires: &[&str],
+) {
+    let script = r#"
+import json, sys, zipfile
+dir, name, version, requires = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+module = name.replace("-", "_")
+info = f"{module}-{version}.dist-info"
+files = {
+    f"{module}/__init__.py": f"VERSION = {version!r}\n",
+    f"{info}/METADATA": "Metadata-Version: 2.1\nName: %s\nVersion: %s\n%s" % (name, version, "".join(f"Requires-Dist: {r}\n" for r in requires)),
+    f"{info}/WHEEL": "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+}
+record = "".join(f"{path},,\n" for path in files) + f"{info}/RECORD,,\n"
+with zipfile.ZipFile(f"{dir}/{module}-{version}-py3-none-any.whl", "w") as z:
+    for path, text in files.items():
+        z.writestr(path, text)
+    z.writestr(f"{info}/RECORD", record)
+"#;
+    run_tool(
+        Command::new(python)
+            .args(["-c", script])
+            .arg(dir)
+            .args([name, version])
+            .arg(serde_json::to_string(requires).unwrap()),
+    )
+    .unwrap();
+}
+
+/// Issue 41: the resolution is held to the guest's pydantic, so a package that requires
+/// pydantic resolves to its newest release that works with it, even when the package index
+/// has a newer pydantic (here a pydantic 2.99.0 in the user's find-links, as PyPI will have
+/// one day) that its newest release asks for; said, and no pydantic installed.
+#[test]
+fn packages_resolve_to_releases_that_work_with_the_guests_pydantic() {
+    const TEST: &str = "packages_resolve_to_releases_that_work_with_the_guests_pydantic";
+    let venv = match python_venv() {
+        Ok(venv) => venv,
+        Err(why) => return missing(TEST, &why, "python3 and python3-venv, and reach PyPI"),
+    };
+    let python = venv.join("bin/python");
+    let project = Project::new(&[("requirements.txt", "filerouter-on-pydantic\n")]);
+    let links = project.path().join("links");
+    std::fs::create_dir_all(&links).unwrap();
+    fake_wheel(&python, &links, "pydantic", "2.99.0", &[]);
+    fake_wheel(
+        &python,
+        &links,
+        "filerouter-on-pydantic",
+        "1.0",
+        &["pydantic>=2.7"],
+    );
+    fake_wheel(
+        &python,
+        &links,
+        "filerouter-on-pydantic",
+        "2.0",
+        &["pydantic>=2.99"],
+    );
+    let find_links = format!(
+        "{} {}",
+        links.display(),
+        std::env::var("PIP_FIND_LINKS").unwrap_or_default()
+    );
+    let (code, stdout, stderr) = run_with_env(
+        &[
+            "packages",
+            "install",
+            "--project",
+            project.path().to_str().unwrap(),
+            "--python",
+            python.to_str().unwrap(),
+        ],
+        project.path(),
+        &[("PIP_FIND_LINKS", &find_links)],
+    );
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("filerouter-on-pydantic 1.0"), "{stdout}");
+    assert!(
+        stderr.contains(&format!(
+            "pydantic {PYDANTIC}: provided by the sandbox (its pydantic-core {PYDANTIC_CORE} is compiled into the guest), not installed; `pydantic>=2.7` (filerouter-on-pydantic's) allows it"
+        )),
+        "{stderr}"
+    );
+    assert_eq!(
+        bundled_installed(&project.path().join(".packages")),
+        Vec::<String>::new()
+    );
+}
+
+/// Issue 41, with uv: held to the guest's versions by the same constraints, what uv installs of
+/// them is removed (and said), and a requirement on another pydantic is refused with uv's
+/// explanation.
+#[test]
+fn uv_is_held_to_the_guests_pydantic_too() {
+    const TEST: &str = "uv_is_held_to_the_guests_pydantic_too";
+    let venv = match python_venv() {
+        Ok(venv) => venv,
+        Err(why) => return missing(TEST, &why, "python3 and python3-venv, and reach PyPI"),
+    };
+    // tests/.venv has uv (tests/openapi/requirements.txt).
+    let path = format!(
+        "{}:{}",
+        venv.join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let project = Project::new(&[
+        ("requirements.txt", "pydantic>=2.7\nemail-validator\n"),
+        (".packages/keep.txt", "installed earlier\n"),
+    ]);
+    let uv = |project: &Project| {
+        run_with_env(
+            &[
+                "packages",
+                "install",
+                "--project",
+                project.path().to_str().unwrap(),
+                "--installer",
+                "uv",
+            ],
+            project.path(),
+            &[("PATH", &path)],
+        )
+    };
+    project.write("requirements.txt", "pydantic==2.10.0\n");
+    let (code, stdout, stderr) = uv(&project);
+    assert_ne!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "the requirements cannot be met with what the sandbox has built in, pydantic {PYDANTIC} (its pydantic-core {PYDANTIC_CORE} is compiled into the guest), which uv pip was held to"
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("pydantic==2.10.0"), "{stderr}");
+    assert!(
+        stderr.contains("nothing was installed; .packages/ is as it was"),
+        "{stderr}"
+    );
+    assert!(project.path().join(".packages/keep.txt").exists());
+
+    project.write("requirements.txt", "pydantic>=2.7\nemail-validator\n");
+    let (code, stdout, stderr) = uv(&project);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("email-validator 2."), "{stdout}");
+    assert!(
+        stderr.contains(&format!(
+            "pydantic {PYDANTIC}: provided by the sandbox (its pydantic-core {PYDANTIC_CORE} is compiled into the guest), not installed"
+        )),
+        "{stderr}"
+    );
+    let packages = project.path().join(".packages");
+    assert_eq!(bundled_installed(&packages), Vec::<String>::new());
+    assert!(packages.join("email_validator/__init__.py").is_file());
+    let native: Vec<String> = walk(&packages)
+        .into_iter()
+        .filter(|p| p.ends_with(".so") || p.contains(".so."))
+        .collect();
+    assert!(native.is_empty(), "native files installed: {native:?}");
 }

@@ -30,7 +30,7 @@ use crate::toolchain::{self, Toolchain};
 /// Bump when the way pydantic-core is compiled or linked changes: it keys the cached library.
 const CORE_RECIPE: &str = "1";
 /// Bump when the folder's layout changes.
-const SITE_RECIPE: &str = "1";
+const SITE_RECIPE: &str = "2";
 /// The export by which CPython loads the extension module.
 const CORE_INIT: &str = "PyInit__pydantic_core";
 
@@ -49,6 +49,9 @@ pub struct Site {
     pub key: String,
     pub pydantic: String,
     pub pydantic_core: String,
+    /// Every distribution in the folder, as (name as pinned, version): what `filerouter
+    /// packages install` counts as provided by the guest.
+    pub packages: Vec<(String, String)>,
 }
 
 struct Pin {
@@ -128,6 +131,7 @@ pub fn site(pins: &Path, tools: &Path, venv: &Path, python: &GuestPython) -> Sit
             package.join(format!("_pydantic_core{}", python.extension_suffix)),
         )
         .expect("copy the compiled pydantic-core");
+        write_core_metadata(&unpacked.root(), &tmp, &core_pin.version);
         if fs::rename(&tmp, &dir).is_err() && !dir.exists() {
             panic!("store {}", dir.display());
         }
@@ -138,7 +142,33 @@ pub fn site(pins: &Path, tools: &Path, venv: &Path, python: &GuestPython) -> Sit
         key,
         pydantic,
         pydantic_core,
+        packages: list
+            .iter()
+            .map(|p| (p.name.clone(), p.version.clone()))
+            .collect(),
     }
+}
+
+/// pydantic-core's `.dist-info`, as a wheel of it would carry one: `METADATA` is the sdist's
+/// `PKG-INFO` (the same core metadata), `RECORD` lists the package's files. The wheels' own
+/// `.dist-info` folders come with them; with this one every bundled distribution has its
+/// metadata, which `guest-python/bundled.py` keeps for `importlib.metadata` in the sandbox.
+fn write_core_metadata(source: &Path, site: &Path, version: &str) {
+    let info = site.join(format!("pydantic_core-{version}.dist-info"));
+    fs::create_dir_all(&info).expect("create pydantic_core's .dist-info");
+    let pkg_info = fs::read_to_string(source.join("PKG-INFO"))
+        .expect("read PKG-INFO of the pydantic-core sdist");
+    fs::write(info.join("METADATA"), pkg_info).expect("write pydantic_core's METADATA");
+    let mut files: Vec<String> = fs::read_dir(site.join("pydantic_core"))
+        .expect("read pydantic_core/")
+        .flatten()
+        .map(|e| format!("pydantic_core/{},,", e.file_name().to_string_lossy()))
+        .collect();
+    files.sort();
+    files.push(format!("pydantic_core-{version}.dist-info/METADATA,,"));
+    files.push(format!("pydantic_core-{version}.dist-info/RECORD,,"));
+    files.push(String::new());
+    fs::write(info.join("RECORD"), files.join("\n")).expect("write pydantic_core's RECORD");
 }
 
 /// The `name==version --hash=sha256:HEX` lines of the pins file.

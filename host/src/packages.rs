@@ -30,6 +30,14 @@
 //! With pip, a requirement on a distribution the sandbox has its own module for ([`PROVIDED`]:
 //! `bcrypt`, `argon2-cffi`, directly or through extras such as `passlib[bcrypt]`) is satisfied
 //! by that module: it is said, and neither it nor what it requires is installed.
+//!
+//! The distributions built into the guest (pydantic, pydantic-core, and what pydantic imports:
+//! [`bundled`]) are provided by the sandbox at one version each: pip (resolving) and uv
+//! (installing) are held to exactly those versions by a constraints file, so a package that
+//! requires pydantic resolves to a release that works with the guest's; none of them is
+//! installed (with uv, or a pip without a report, what the installer put there is removed), and a
+//! requirement that does not allow the guest's version is refused by name
+//! ([`PackagesError::Bundled`]).
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -41,6 +49,7 @@ use std::{
 
 use serde::Deserialize;
 
+pub mod bundled;
 mod sources;
 
 /// The folder, relative to the project.
@@ -85,8 +94,12 @@ pub const PROVIDED: &[(&str, &str)] = &[
 /// resolution left out (their marker is false on the host, true in the sandbox).
 const ROUNDS: usize = 4;
 
-/// The scratch folder of a resolution (pip's report), relative to the project; removed after.
+/// The scratch folder of an install (the constraints, pip's report), relative to the project;
+/// removed after.
 const SCRATCH: &str = ".packages.resolve";
+
+/// The constraints file in [`SCRATCH`]: [`bundled::constraints`].
+const CONSTRAINTS: &str = "sandbox-constraints.txt";
 
 /// The folder of the compiler stand-ins put first on the installer's `PATH`, relative to the
 /// project; removed after. Each prints [`NO_COMPILER`] and fails.
@@ -146,6 +159,26 @@ pub enum PackagesError {
         .0.join("\n  ")
     )]
     ProjectSource(Vec<String>),
+    /// Requirements that do not allow the guest's version of a distribution built into it
+    /// ([`bundled`]).
+    #[error(
+        "{} another version of what the sandbox has built in, {}, and routes import the sandbox's whatever is installed, so no other version can be installed for them:\n  {}\nnothing was installed; .packages/ is as it was",
+        if .0.len() == 1 { "a requirement asks for" } else { "requirements ask for" },
+        bundled::described(&.0.iter().map(|c| c.name.as_str()).collect::<Vec<_>>()),
+        .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n  ")
+    )]
+    Bundled(Vec<bundled::Conflict>),
+    /// The installer, held to the guest's versions, found no resolution, and named a bundled
+    /// distribution (uv, or a pip whose report did not say which requirement).
+    #[error(
+        "the requirements cannot be met with what the sandbox has built in, {}, which {installer} was held to (routes import the sandbox's whatever is installed, so no other version can be installed for them): allow those versions in the requirements, and leave open the version of a package that requires another (the newest release that works with them is then chosen)\nnothing was installed; .packages/ is as it was\n\n{installer} says:\n{output}",
+        bundled::described(.names)
+    )]
+    BundledUnresolvable {
+        installer: String,
+        names: Vec<String>,
+        output: String,
+    },
 }
 
 /// A distribution with native code, and what shows it.
@@ -191,6 +224,9 @@ pub enum Note {
     HostMarkers(String),
     /// A distribution the sandbox has its own module for ([`PROVIDED`]): not installed.
     Provided(Provided),
+    /// A distribution built into the guest ([`bundled`]): the guest's version is used, nothing
+    /// installed.
+    Bundled(bundled::Provided),
 }
 
 impl fmt::Display for Note {
@@ -216,6 +252,7 @@ impl fmt::Display for Note {
             ),
             Note::HostMarkers(why) => f.write_str(why),
             Note::Provided(provided) => write!(f, "{provided}"),
+            Note::Bundled(provided) => write!(f, "{provided}"),
         }
     }
 }
@@ -537,12 +574,36 @@ pub fn install(
     let requirements = Requirements::find(root)?;
     // Before the installer runs: resolving alone would run an sdist's build code.
     sources::check(root, &requirements)?;
+    let scratch = root.join(SCRATCH);
+    remove(&scratch)?;
+    fs::create_dir_all(&scratch)
+        .map_err(|e| PackagesError::Io(scratch.display().to_string(), e))?;
+    let constraints = scratch.join(CONSTRAINTS);
+    let installed = fs::write(&constraints, bundled::constraints())
+        .map_err(|e| PackagesError::Io(constraints.display().to_string(), e))
+        .and_then(|()| install_in(root, installer, &requirements, &scratch, note));
+    remove(&scratch)?;
+    installed
+}
+
+/// [`install`] with its scratch folder, which holds [`CONSTRAINTS`].
+fn install_in(
+    root: &Path,
+    installer: &Installer,
+    requirements: &Requirements,
+    scratch: &Path,
+    note: &mut dyn FnMut(Note),
+) -> Result<Vec<Dist>, PackagesError> {
+    let constraints = scratch.join(CONSTRAINTS);
     let staging = root.join(".packages.new");
     let mut no_binary: BTreeSet<String> = BTreeSet::new();
     // Built from source, by normalized name: the distribution and why, for a refusal.
     let mut from_source: BTreeMap<String, Native> = BTreeMap::new();
-    let what: Vec<OsString> = match plan(root, installer, &requirements, note)? {
+    let what: Vec<OsString> = match plan(root, installer, requirements, scratch, note)? {
         Some(plan) => {
+            for provided in plan.bundled {
+                note(Note::Bundled(provided));
+            }
             for provided in plan.provided {
                 note(Note::Provided(provided));
             }
@@ -595,7 +656,13 @@ pub fn install(
                 what
             }
         }
-        None => requirements.args(),
+        // Resolved and installed in one go, with the bundled distributions held to the guest's
+        // versions (and removed after the install, `fill`).
+        None => {
+            let mut what = requirements.args();
+            what.extend([OsString::from("-c"), constraints.into_os_string()]);
+            what
+        }
     };
     let dists = if what.is_empty() {
         // Every requirement's marker is false in the sandbox: nothing to install.
@@ -617,7 +684,11 @@ pub fn install(
             )
         });
         remove(&no_compilers)?;
-        filled?
+        let (dists, stripped) = filled?;
+        for provided in stripped {
+            note(Note::Bundled(provided));
+        }
+        dists
     };
     for leftover in ["bin", "__pycache__"] {
         remove(&staging.join(leftover))?;
@@ -644,7 +715,9 @@ pub fn install(
 /// Install `what` (requirement arguments) into `staging` until nothing installed has native
 /// code: a distribution that has is installed again from source without a C compiler (added
 /// to `no_binary`, which may already name distributions known to need it), and refused if it
-/// still has.
+/// still has. What the installer put there of the distributions built into the guest is
+/// removed first, and returned ([`bundled::strip`]).
+#[allow(clippy::type_complexity)]
 fn fill(
     root: &Path,
     staging: &Path,
@@ -653,7 +726,7 @@ fn fill(
     no_binary: &mut BTreeSet<String>,
     from_source: &mut BTreeMap<String, Native>,
     no_compilers: &Path,
-) -> Result<Vec<(Dist, Option<Native>)>, PackagesError> {
+) -> Result<(Vec<(Dist, Option<Native>)>, Vec<bundled::Provided>), PackagesError> {
     loop {
         remove(staging)?;
         let mut command = installer.command(staging, what, no_binary, no_compilers);
@@ -669,6 +742,23 @@ fn fill(
             if !needing.is_empty() {
                 return Err(PackagesError::NeedsCompiler(needing, tail(&text, 30)));
             }
+            // uv's and pip's words for a resolution that cannot be.
+            let unresolvable = [
+                "No solution found",
+                "ResolutionImpossible",
+                "conflicting dependencies",
+                "unsatisfiable",
+            ]
+            .iter()
+            .any(|sign| text.contains(sign));
+            let named = bundled::named_in(&text);
+            if unresolvable && !named.is_empty() && what.iter().any(|w| w == "-c") {
+                return Err(PackagesError::BundledUnresolvable {
+                    installer: installer.name().to_string(),
+                    names: named,
+                    output: tail(&text, 30),
+                });
+            }
             if !no_binary.is_empty() {
                 text.push_str(&format!(
                     "\n(filerouter was building {} from source without a C compiler, because its wheels carry native code the sandbox cannot load)",
@@ -681,10 +771,11 @@ fn fill(
                 output: tail(&text, 40),
             });
         }
+        let stripped = bundled::strip(staging)?;
         let found = inspect(staging, no_binary)?;
         let native: Vec<Native> = found.iter().filter_map(|(_, n)| n.clone()).collect();
         if native.is_empty() {
-            return Ok(found);
+            return Ok((found, stripped));
         }
         let fresh: Vec<&Native> = native
             .iter()
@@ -839,6 +930,13 @@ struct Plan {
     /// Distributions required that the sandbox has its own module for ([`PROVIDED`]).
     #[serde(default)]
     provided: Vec<Provided>,
+    /// Distributions required that are built into the guest ([`bundled`]), each with the
+    /// requirements on it (all allow the guest's version).
+    #[serde(default)]
+    bundled: Vec<bundled::Provided>,
+    /// Requirements that do not allow the guest's version of a bundled distribution.
+    #[serde(default)]
+    conflicts: Vec<bundled::Conflict>,
     /// The requirements files' index and link options, for the install.
     options: Vec<String>,
 }
@@ -860,10 +958,12 @@ struct Pick {
 
 /// What to install, resolved for the sandbox; None where markers can only be evaluated for the
 /// host (uv; a pip without `--report` or without its vendored `packaging`), as told to `note`.
+/// `scratch` holds the constraints and takes pip's report.
 fn plan(
     root: &Path,
     installer: &Installer,
     requirements: &Requirements,
+    scratch: &Path,
     note: &mut dyn FnMut(Note),
 ) -> Result<Option<Plan>, PackagesError> {
     let Installer::Pip { python } = installer else {
@@ -873,18 +973,27 @@ fn plan(
         ));
         return Ok(None);
     };
-    let scratch = root.join(SCRATCH);
-    remove(&scratch)?;
-    fs::create_dir_all(&scratch)
-        .map_err(|e| PackagesError::Io(scratch.display().to_string(), e))?;
-    let planned = resolve(root, python, requirements, &scratch, note);
-    remove(&scratch)?;
-    planned
+    resolve(root, python, requirements, scratch, note)
 }
 
-/// Resolve with `pip install --dry-run --report` into `scratch`, and read the report for the
-/// sandbox with `RESOLVE`; again, with them added, while the sandbox needs requirements the
-/// report does not satisfy.
+/// One resolution: pip's report, read for the sandbox.
+enum Round {
+    Plan(Plan),
+    /// pip found no resolution (or failed otherwise).
+    Failed {
+        command: String,
+        status: String,
+        output: String,
+    },
+    /// Markers can only be the host's, and why.
+    HostMarkers(String),
+}
+
+/// Resolve with `pip install --dry-run --report` into `scratch`, held to the guest's bundled
+/// distributions ([`CONSTRAINTS`]), and read the report for the sandbox with `RESOLVE`; again,
+/// with them added, while the sandbox needs requirements the report does not satisfy. When
+/// pip finds no resolution, [`diagnose`] says whether a requirement on a bundled distribution
+/// is why.
 fn resolve(
     root: &Path,
     python: &str,
@@ -892,87 +1001,44 @@ fn resolve(
     scratch: &Path,
     note: &mut dyn FnMut(Note),
 ) -> Result<Option<Plan>, PackagesError> {
-    let report = scratch.join("report.json");
-    let environment = sandbox_environment();
-    let (files, lines) = match requirements {
-        Requirements::File(path) => (vec![path.to_string_lossy().into_owned()], Vec::new()),
-        Requirements::List(list) => (Vec::new(), list.clone()),
-    };
+    let constraints = scratch.join(CONSTRAINTS);
     let mut added: Vec<String> = Vec::new();
     for _ in 0..ROUNDS {
-        let mut command = Command::new(python);
-        command
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--dry-run",
-                "--ignore-installed",
-                "--no-cache-dir",
-                "--disable-pip-version-check",
-                "--no-input",
-                "--quiet",
-                "--report",
-            ])
-            .arg(&report)
-            .args(requirements.args())
-            .args(&added)
-            .current_dir(root);
-        let shown = format!("{command:?}");
-        let output = command
-            .output()
-            .map_err(|e| PackagesError::NoInstaller(format!("cannot run pip: {e}")))?;
-        if !output.status.success() {
-            let text = both(&output);
-            if text.contains("no such option: --report")
-                || text.contains("no such option: --dry-run")
-            {
-                note(Note::HostMarkers(format!(
-                    "`{python} -m pip` has no `install --dry-run --report` (pip 22.2 and later have it): environment markers are evaluated for this machine, not for the sandbox; `{python} -m pip install --upgrade pip` makes them the sandbox's"
-                )));
+        let plan = match round(
+            root,
+            python,
+            requirements,
+            &added,
+            Some(&constraints),
+            scratch,
+        )? {
+            Round::Plan(plan) => plan,
+            Round::HostMarkers(why) => {
+                note(Note::HostMarkers(why));
                 return Ok(None);
             }
-            return Err(PackagesError::Installer {
-                command: shown,
-                status: output.status.to_string(),
-                output: tail(&text, 40),
-            });
+            Round::Failed {
+                command,
+                status,
+                output,
+            } => {
+                return Err(diagnose(
+                    root,
+                    python,
+                    requirements,
+                    &added,
+                    scratch,
+                    PackagesError::Installer {
+                        command,
+                        status,
+                        output,
+                    },
+                ));
+            }
+        };
+        if !plan.conflicts.is_empty() {
+            return Err(PackagesError::Bundled(plan.conflicts));
         }
-        let mut roots = lines.clone();
-        roots.extend(added.iter().cloned());
-        let spec = serde_json::json!({
-            "environment": &environment,
-            "provided": PROVIDED.iter().map(|(name, _)| *name).collect::<Vec<_>>(),
-            "report": report.to_string_lossy(),
-            "files": &files,
-            "lines": roots,
-        });
-        // `-c` puts the working folder first on sys.path: the scratch folder, where nothing
-        // shadows the standard library or pip.
-        let output = Command::new(python)
-            .arg("-c")
-            .arg(RESOLVE)
-            .arg(spec.to_string())
-            .current_dir(scratch)
-            .output()
-            .map_err(|e| PackagesError::NoInstaller(format!("cannot run {python}: {e}")))?;
-        if output.status.code() == Some(3) {
-            note(Note::HostMarkers(format!(
-                "{}: environment markers are evaluated for this machine, not for the sandbox",
-                String::from_utf8_lossy(&output.stderr).trim()
-            )));
-            return Ok(None);
-        }
-        if !output.status.success() {
-            return Err(PackagesError::Resolve(format!(
-                "evaluating pip's report for the sandbox failed ({}):\n{}",
-                output.status,
-                tail(&both(&output), 20)
-            )));
-        }
-        let plan: Plan = serde_json::from_slice(&output.stdout).map_err(|e| {
-            PackagesError::Resolve(format!("unreadable answer of the report's evaluation: {e}"))
-        })?;
         if plan.missing.is_empty() {
             return Ok(Some(plan));
         }
@@ -1002,6 +1068,130 @@ fn resolve(
     )))
 }
 
+/// Why pip found no resolution held to the guest's versions: resolved again without that
+/// hold, the requirements that do not allow a bundled distribution's version, by name and
+/// whose (the project's, or a package's at the version pip then picks), if there are any;
+/// else, when pip's own output names a bundled distribution, that; else `failed`, pip's error.
+fn diagnose(
+    root: &Path,
+    python: &str,
+    requirements: &Requirements,
+    added: &[String],
+    scratch: &Path,
+    failed: PackagesError,
+) -> PackagesError {
+    if let Ok(Round::Plan(plan)) = round(root, python, requirements, added, None, scratch)
+        && !plan.conflicts.is_empty()
+    {
+        return PackagesError::Bundled(plan.conflicts);
+    }
+    if let PackagesError::Installer { output, .. } = &failed
+        && output.contains("(constraint)")
+    {
+        let names = bundled::named_in(output);
+        if !names.is_empty() {
+            return PackagesError::BundledUnresolvable {
+                installer: "pip".into(),
+                names,
+                output: output.clone(),
+            };
+        }
+    }
+    failed
+}
+
+/// `pip install --dry-run --report` of the requirements (and `added`), with `constraints` if
+/// given, read for the sandbox by `RESOLVE`.
+fn round(
+    root: &Path,
+    python: &str,
+    requirements: &Requirements,
+    added: &[String],
+    constraints: Option<&Path>,
+    scratch: &Path,
+) -> Result<Round, PackagesError> {
+    let report = scratch.join("report.json");
+    let _ = fs::remove_file(&report);
+    let (files, lines) = match requirements {
+        Requirements::File(path) => (vec![path.to_string_lossy().into_owned()], Vec::new()),
+        Requirements::List(list) => (Vec::new(), list.clone()),
+    };
+    let mut command = Command::new(python);
+    command
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "--no-cache-dir",
+            "--disable-pip-version-check",
+            "--no-input",
+            "--quiet",
+            "--report",
+        ])
+        .arg(&report)
+        .args(requirements.args())
+        .args(added)
+        .current_dir(root);
+    if let Some(constraints) = constraints {
+        command.arg("-c").arg(constraints);
+    }
+    let shown = format!("{command:?}");
+    let output = command
+        .output()
+        .map_err(|e| PackagesError::NoInstaller(format!("cannot run pip: {e}")))?;
+    if !output.status.success() {
+        let text = both(&output);
+        if text.contains("no such option: --report") || text.contains("no such option: --dry-run") {
+            return Ok(Round::HostMarkers(format!(
+                "`{python} -m pip` has no `install --dry-run --report` (pip 22.2 and later have it): environment markers are evaluated for this machine, not for the sandbox; `{python} -m pip install --upgrade pip` makes them the sandbox's"
+            )));
+        }
+        return Ok(Round::Failed {
+            command: shown,
+            status: output.status.to_string(),
+            output: tail(&text, 40),
+        });
+    }
+    let mut roots = lines;
+    roots.extend(added.iter().cloned());
+    let spec = serde_json::json!({
+        "environment": sandbox_environment(),
+        "provided": PROVIDED.iter().map(|(name, _)| *name).collect::<Vec<_>>(),
+        "bundled": bundled::all().iter().map(|b| [&b.name, &b.version]).collect::<Vec<_>>(),
+        "report": report.to_string_lossy(),
+        "files": &files,
+        "lines": roots,
+    });
+    // `-c` puts the working folder first on sys.path: the scratch folder, where nothing
+    // shadows the standard library or pip.
+    let output = Command::new(python)
+        .arg("-c")
+        .arg(RESOLVE)
+        .arg(spec.to_string())
+        .current_dir(scratch)
+        .output()
+        .map_err(|e| PackagesError::NoInstaller(format!("cannot run {python}: {e}")))?;
+    if output.status.code() == Some(3) {
+        return Ok(Round::HostMarkers(format!(
+            "{}: environment markers are evaluated for this machine, not for the sandbox",
+            String::from_utf8_lossy(&output.stderr).trim()
+        )));
+    }
+    if !output.status.success() {
+        return Err(PackagesError::Resolve(format!(
+            "evaluating pip's report for the sandbox failed ({}):\n{}",
+            output.status,
+            tail(&both(&output), 20)
+        )));
+    }
+    let plan: Plan = serde_json::from_slice(&output.stdout).map_err(|e| {
+        PackagesError::Resolve(format!("unreadable answer of the report's evaluation: {e}"))
+    })?;
+    Ok(Round::Plan(plan))
+}
+
 /// [`SANDBOX_MARKERS`] as a JSON object, for `RESOLVE`.
 fn sandbox_environment() -> serde_json::Map<String, serde_json::Value> {
     SANDBOX_MARKERS
@@ -1028,10 +1218,12 @@ fn both(output: &Output) -> String {
 const RESOLVE: &str = r##"
 # Reads pip's installation report for the sandbox. argv[1]: JSON {"environment": the sandbox's
 # marker values, "report": the report's path, "files": requirements files, "lines": requirement
-# strings, "provided": names the sandbox has its own module for}. Prints JSON {"install": [{"name", "version", "requirement", "wheel", "native_wheel",
-# "direct"}],
-# "skipped": [{"name", "version", "reasons": [{"by", "marker"}]}], "missing": [requirement],
-# "options": [argument], "provided": [{"name", "version", "by"}]}. Exits 3 without pip's vendored packaging.
+# strings, "provided": names the sandbox has its own module for, "bundled": [[name, version]]
+# built into the guest}. Prints JSON {"install": [{"name", "version", "requirement", "wheel",
+# "native_wheel", "direct"}], "skipped": [{"name", "version", "reasons": [{"by", "marker"}]}],
+# "missing": [requirement], "options": [argument], "provided": [{"name", "version", "by"}],
+# "bundled": [{"name", "version", "wanted": [{"by", "requirement"}]}], "conflicts": [{"name",
+# "version", "requirement", "by", "by_version"}]}. Exits 3 without pip's vendored packaging.
 import copy, json, os, re, shlex, sys, urllib.parse
 
 try:
@@ -1205,6 +1397,34 @@ def provide(canon, name, by):
     })
 
 
+BUNDLED = {canonicalize_name(name): (name, version) for name, version in spec.get("bundled") or ()}
+bundled = {}  # canonical name -> {"name", "version", "wanted": [{"by", "requirement"}]}
+conflicts = []  # requirements the guest's version of a bundled distribution does not satisfy
+
+
+def bundle(canon, req, by):
+    """A requirement on a distribution built into the guest: the guest's version must satisfy
+    it (else it is a conflict); recorded, not installed, and what it requires is walked with
+    its extras (`pydantic[email]` needs email-validator installed)."""
+    name, version = BUNDLED[canon]
+    text = unmarked(req)
+    if req.url is not None or not satisfies(req, version):
+        item = dists.get(canonicalize_name(by)) if by else None
+        conflict = {
+            "name": name, "version": version, "requirement": text, "by": by,
+            "by_version": item["metadata"]["version"] if item else None,
+        }
+        if conflict not in conflicts:
+            conflicts.append(conflict)
+        return
+    entry = bundled.setdefault(canon, {"name": name, "version": version, "wanted": []})
+    wanted_by = {"by": by, "requirement": text}
+    if wanted_by not in entry["wanted"]:
+        entry["wanted"].append(wanted_by)
+    if canon in dists:
+        want(canon, req.extras)
+
+
 def satisfies(req, version):
     try:
         return req.specifier.contains(version, prereleases=True)
@@ -1225,6 +1445,9 @@ def wanted(req, by=None):
     from that resolution (its marker is false on the host, or it asks for another version);
     `by` is the distribution that requires it (None: the project)."""
     canon = canonicalize_name(req.name)
+    if canon in BUNDLED:
+        bundle(canon, req, by)
+        return
     if canon in PROVIDED:
         provide(canon, req.name, by)
         return
@@ -1246,7 +1469,9 @@ for canon, reqs in named.items():
         why_not.setdefault(canon, []).extend((None, str(r.marker)) for r in reqs)
 for canon, item in dists.items():
     if item.get("requested") and canon not in named:
-        if canon in PROVIDED:
+        if canon in BUNDLED:
+            bundle(canon, Requirement(item["metadata"]["name"]), None)
+        elif canon in PROVIDED:
             provide(canon, item["metadata"]["name"], None)
         else:
             want(canon, item.get("requested_extras") or ())
@@ -1299,7 +1524,7 @@ def requirement(item):
 
 
 install = []
-for canon in sorted(need):
+for canon in sorted(set(need) - set(BUNDLED)):
     item = dists[canon]
     file = wheel(item)
     install.append({
@@ -1311,7 +1536,7 @@ for canon in sorted(need):
         "direct": bool(item.get("is_direct")),
     })
 skipped = []
-for canon in sorted(set(dists) - set(need) - set(provided)):
+for canon in sorted(set(dists) - set(need) - set(provided) - set(bundled)):
     item = dists[canon]
     skipped.append({
         "name": item["metadata"]["name"],
@@ -1322,6 +1547,13 @@ json.dump(
     {
         "install": install, "skipped": skipped, "missing": sorted(set(missing)), "options": options,
         "provided": [provided[canon] for canon in sorted(provided)],
+        "bundled": [
+            dict(bundled[canon], wanted=sorted(
+                bundled[canon]["wanted"], key=lambda w: (w["by"] is not None, w["by"] or "", w["requirement"])
+            ))
+            for canon in sorted(bundled)
+        ],
+        "conflicts": conflicts,
     },
     sys.stdout,
 )
@@ -1731,6 +1963,106 @@ mod tests {
         let skipped: Vec<&str> = plan.skipped.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(skipped, ["argon2-cffi-bindings", "cffi"]);
         assert!(plan.missing.is_empty());
+    }
+
+    #[test]
+    fn the_guests_bundled_distributions_are_provided_at_its_versions() {
+        if !host_pip("the_guests_bundled_distributions_are_provided_at_its_versions") {
+            return;
+        }
+        let dist = |name: &str, version: &str, wheel: &str, requested: bool, requires: &[&str]| {
+            serde_json::json!({
+                "metadata": {"name": name, "version": version, "requires_dist": requires},
+                "download_info": {"url": format!("https://files.example/{wheel}"), "archive_info": {}},
+                "is_direct": false,
+                "requested": requested,
+            })
+        };
+        let report = |sqlmodel_pydantic: &str| {
+            serde_json::json!({
+                "version": "1",
+                "install": [
+                    dist("pydantic", "2.14.4", "pydantic-2.14.4-py3-none-any.whl", true,
+                        &["pydantic-core==2.50.5", "typing-extensions>=4.16.0", r#"email-validator>=2.0.0; extra == "email""#]),
+                    dist("pydantic_core", "2.50.5", "pydantic_core-2.50.5-cp311-cp311-manylinux_2_17_x86_64.whl", false,
+                        &["typing-extensions>=4.16.0"]),
+                    dist("typing_extensions", "4.16.0", "typing_extensions-4.16.0-py3-none-any.whl", false, &[]),
+                    dist("email-validator", "2.4.0", "email_validator-2.4.0-py3-none-any.whl", false, &[]),
+                    dist("sqlmodel", "0.0.50", "sqlmodel-0.0.50-py3-none-any.whl", true,
+                        &[sqlmodel_pydantic, "typing-extensions>=4.5.0"]),
+                ],
+            })
+        };
+        let evaluate = |report: serde_json::Value, lines: &[&str]| -> Plan {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("report.json");
+            fs::write(&path, report.to_string()).unwrap();
+            let spec = serde_json::json!({
+                "environment": sandbox_environment(),
+                "report": path.to_string_lossy(),
+                "files": [],
+                "lines": lines,
+                "provided": PROVIDED.iter().map(|(name, _)| *name).collect::<Vec<_>>(),
+                "bundled": [["pydantic", "2.14.4"], ["pydantic-core", "2.50.5"], ["typing-extensions", "4.16.0"]],
+            });
+            let output = Command::new("python3")
+                .arg("-c")
+                .arg(RESOLVE)
+                .arg(spec.to_string())
+                .current_dir(dir.path())
+                .output()
+                .unwrap();
+            assert!(output.status.success(), "{}", both(&output));
+            serde_json::from_slice(&output.stdout).unwrap()
+        };
+        let plan = evaluate(
+            report("pydantic>=2.11.0"),
+            &["pydantic[email]>=2.7", "sqlmodel"],
+        );
+        let install: Vec<&str> = plan
+            .install
+            .iter()
+            .map(|p| p.requirement.as_str())
+            .collect();
+        // The extra of the provided pydantic is installed; nothing bundled is.
+        assert_eq!(install, ["email-validator==2.4.0", "sqlmodel==0.0.50"]);
+        assert!(plan.conflicts.is_empty(), "{:?}", plan.conflicts);
+        assert!(plan.skipped.is_empty(), "{:?}", plan.skipped);
+        let notes: Vec<String> = plan.bundled.iter().map(ToString::to_string).collect();
+        assert_eq!(notes.len(), 3, "{notes:?}");
+        assert!(
+            notes[0].starts_with("pydantic 2.14.4: provided by the sandbox (its pydantic-core ")
+                && notes[0].ends_with(
+                    "not installed; `pydantic[email]>=2.7` (the project's), `pydantic>=2.11.0` (sqlmodel's) allow it"
+                ),
+            "{notes:?}"
+        );
+        assert!(
+            notes[1].starts_with(
+                "pydantic-core 2.50.5: provided by the sandbox (compiled for the sandbox"
+            ) && notes[1].ends_with("`pydantic-core==2.50.5` (pydantic's) allows it"),
+            "{notes:?}"
+        );
+        assert!(
+            notes[2].starts_with("typing-extensions 4.16.0: provided"),
+            "{notes:?}"
+        );
+
+        // A package's requirement, and the project's, that the guest's versions do not meet.
+        let plan = evaluate(
+            report("pydantic<2.0.0,>=1.8.2"),
+            &["pydantic==2.10.0", "sqlmodel"],
+        );
+        let conflicts: Vec<String> = plan.conflicts.iter().map(ToString::to_string).collect();
+        assert_eq!(conflicts.len(), 2, "{conflicts:?}");
+        assert!(
+            conflicts[0].starts_with("`pydantic==2.10.0` (the project's requirement) does not allow pydantic 2.14.4, the sandbox's: change it"),
+            "{conflicts:?}"
+        );
+        assert!(
+            conflicts[1].starts_with("sqlmodel 0.0.50 requires `pydantic<2.0.0,>=1.8.2`, which does not allow pydantic 2.14.4"),
+            "{conflicts:?}"
+        );
     }
 
     #[test]
