@@ -5,6 +5,9 @@
 //! are installed from PyPI with `filerouter packages install`, and the comparison runs against
 //! `filerouter dev` and again against `filerouter run` of a build.
 //!
+//! The port's models are the original's: `examples/bookshop/routes/_lib/models.py` holds, below
+//! its imports, exactly the text of the pydantic models in `examples/bookshop-fastapi/app.py`.
+//!
 //! Needs Python and PyPI (see `support::tools`): skipped loudly without them, a failure in CI.
 
 mod support;
@@ -331,6 +334,41 @@ fn differences(fastapi: &str, port: &str, label: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// The text of `models.py` from its first class on: the port's models, without its docstring
+/// and imports.
+fn models_block(models: &str) -> &str {
+    let start = models
+        .find("\nclass ")
+        .expect("examples/bookshop/routes/_lib/models.py defines a class");
+    models[start..].trim()
+}
+
+#[test]
+fn the_port_uses_the_same_pydantic_models_as_the_original() {
+    let read = |path: &str| {
+        std::fs::read_to_string(workspace().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+    };
+    let original = read("examples/bookshop-fastapi/app.py");
+    let models = read("examples/bookshop/routes/_lib/models.py");
+    let block = models_block(&models);
+    assert!(
+        block.contains("(BaseModel):"),
+        "the port's models are not pydantic models:\n{block}"
+    );
+    assert!(
+        original.contains(&format!("\n{block}\n")),
+        "examples/bookshop/routes/_lib/models.py (below its imports) is not the text of the \
+         models in examples/bookshop-fastapi/app.py:\n{block}"
+    );
+    // And the original defines no model outside that text.
+    let classes = |text: &str| text.matches("\nclass ").count();
+    assert_eq!(
+        classes(&original),
+        classes(&format!("\n{block}")),
+        "examples/bookshop-fastapi/app.py defines classes the port's models.py does not"
+    );
 }
 
 #[test]

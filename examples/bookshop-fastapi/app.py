@@ -4,7 +4,6 @@ Run it with `uvicorn app:app --port 8001` from this folder (requirements.txt lis
 needs). tests/port.rs sends the same requests to it and to the port and compares the answers.
 """
 
-import dataclasses
 import datetime
 import enum
 from typing import Annotated, Optional
@@ -15,6 +14,7 @@ from dateutil.relativedelta import relativedelta
 from fastapi import Body, Cookie, Depends, FastAPI, File, Form, Header, HTTPException, Path, Query, UploadFile
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from pydantic import BaseModel, Field
 
 SECRET = "bookshop-demo-secret-key-change-me-0123456789"
 USERS = {"alice": "wonderland", "bob": "builder"}
@@ -26,24 +26,24 @@ templates = Environment(
 )
 
 
+# The API's models, from here to BOOKS: examples/bookshop/routes/_lib/models.py holds the same
+# text after its imports (tests/port.rs checks), so the port uses exactly these pydantic models.
 class Genre(str, enum.Enum):
     fiction = "fiction"
     science = "science"
     history = "history"
 
 
-@dataclasses.dataclass
-class BookIn:
+class BookIn(BaseModel):
     title: str
     author: str
     price: float
     genre: Genre = Genre.fiction
-    tags: list[str] = dataclasses.field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
     published: Optional[datetime.date] = None
 
 
-@dataclasses.dataclass
-class Book:
+class Book(BaseModel):
     id: int
     title: str
     author: str
@@ -53,36 +53,32 @@ class Book:
     published: Optional[datetime.date]
 
 
-@dataclasses.dataclass
-class Review:
+class Review(BaseModel):
     rating: int
     comment: Optional[str] = None
 
 
-@dataclasses.dataclass
-class Address:
+class Address(BaseModel):
     street: str
     city: str
     postcode: str
 
 
-@dataclasses.dataclass
-class Line:
+class Line(BaseModel):
     book_id: int
     quantity: int = 1
 
 
-@dataclasses.dataclass
-class Order:
+class Order(BaseModel):
     lines: list[Line]
     address: Address
     gift: bool = False
 
 
 BOOKS: dict[int, Book] = {
-    1: Book(1, "Dune", "Frank Herbert", 9.5, Genre.fiction, ["classic", "space"], datetime.date(1965, 8, 1)),
-    2: Book(2, "Cosmos", "Carl Sagan", 12.0, Genre.science, ["space"], datetime.date(1980, 10, 1)),
-    3: Book(3, "SPQR", "Mary Beard", 15.25, Genre.history, ["rome"], datetime.date(2015, 10, 20)),
+    1: Book(id=1, title="Dune", author="Frank Herbert", price=9.5, genre=Genre.fiction, tags=["classic", "space"], published=datetime.date(1965, 8, 1)),
+    2: Book(id=2, title="Cosmos", author="Carl Sagan", price=12.0, genre=Genre.science, tags=["space"], published=datetime.date(1980, 10, 1)),
+    3: Book(id=3, title="SPQR", author="Mary Beard", price=15.25, genre=Genre.history, tags=["rome"], published=datetime.date(2015, 10, 20)),
 }
 REVIEWS: dict[int, list[dict]] = {}
 
@@ -147,7 +143,7 @@ def list_books(
 def create_book(book: BookIn, user: str = Depends(current_user)) -> Book:
     if any(b.title == book.title for b in BOOKS.values()):
         raise HTTPException(409, f"A book titled {book.title!r} exists")
-    new = Book(max(BOOKS) + 1, **dataclasses.asdict(book))
+    new = Book(id=max(BOOKS) + 1, **book.model_dump())
     BOOKS[new.id] = new
     return new
 
@@ -160,7 +156,7 @@ def get_book(book_id: int = Path(ge=1)) -> Book:
 @app.put("/books/{book_id}")
 def replace_book(book: BookIn, book_id: int = Path(ge=1), user: str = Depends(current_user)) -> Book:
     find(book_id)
-    BOOKS[book_id] = Book(book_id, **dataclasses.asdict(book))
+    BOOKS[book_id] = Book(id=book_id, **book.model_dump())
     return BOOKS[book_id]
 
 

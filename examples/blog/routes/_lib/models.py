@@ -1,4 +1,6 @@
-"""Request and response shapes (dataclasses: the sandbox has no pydantic)."""
+"""Request and response shapes, as dataclasses. The FastAPI original's are pydantic models,
+which work here unchanged too; the port keeps dataclasses, which filerouter checks itself
+(bench/data.sh compares the two apps as they are)."""
 
 import dataclasses
 from typing import Annotated, Optional

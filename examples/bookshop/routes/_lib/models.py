@@ -1,9 +1,11 @@
-"""The shapes of the API: dataclasses instead of Pydantic models (pydantic-core is native code)."""
+"""The shapes of the API: the pydantic models of examples/bookshop-fastapi/app.py, unchanged
+(tests/port.rs checks that the text below the imports is the same)."""
 
-import dataclasses
 import datetime
 import enum
 from typing import Optional
+
+from pydantic import BaseModel, Field
 
 
 class Genre(str, enum.Enum):
@@ -12,18 +14,16 @@ class Genre(str, enum.Enum):
     history = "history"
 
 
-@dataclasses.dataclass
-class BookIn:
+class BookIn(BaseModel):
     title: str
     author: str
     price: float
     genre: Genre = Genre.fiction
-    tags: list[str] = dataclasses.field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
     published: Optional[datetime.date] = None
 
 
-@dataclasses.dataclass
-class Book:
+class Book(BaseModel):
     id: int
     title: str
     author: str
@@ -33,21 +33,23 @@ class Book:
     published: Optional[datetime.date]
 
 
-@dataclasses.dataclass
-class Address:
+class Review(BaseModel):
+    rating: int
+    comment: Optional[str] = None
+
+
+class Address(BaseModel):
     street: str
     city: str
     postcode: str
 
 
-@dataclasses.dataclass
-class Line:
+class Line(BaseModel):
     book_id: int
     quantity: int = 1
 
 
-@dataclasses.dataclass
-class Order:
+class Order(BaseModel):
     lines: list[Line]
     address: Address
     gift: bool = False

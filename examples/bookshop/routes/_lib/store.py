@@ -1,7 +1,6 @@
 """The books, kept in filerouter.kv: every request runs in a fresh sandbox instance, so the
 FastAPI app's module-level dict becomes a key in the project's key-value store."""
 
-import dataclasses
 import datetime
 from typing import Any
 
@@ -10,22 +9,18 @@ from filerouter import HTTPException, kv
 from _lib.models import Book, Genre
 
 SEED = [
-    Book(1, "Dune", "Frank Herbert", 9.5, Genre.fiction, ["classic", "space"], datetime.date(1965, 8, 1)),
-    Book(2, "Cosmos", "Carl Sagan", 12.0, Genre.science, ["space"], datetime.date(1980, 10, 1)),
-    Book(3, "SPQR", "Mary Beard", 15.25, Genre.history, ["rome"], datetime.date(2015, 10, 20)),
+    Book(id=1, title="Dune", author="Frank Herbert", price=9.5, genre=Genre.fiction, tags=["classic", "space"], published=datetime.date(1965, 8, 1)),
+    Book(id=2, title="Cosmos", author="Carl Sagan", price=12.0, genre=Genre.science, tags=["space"], published=datetime.date(1980, 10, 1)),
+    Book(id=3, title="SPQR", author="Mary Beard", price=15.25, genre=Genre.history, tags=["rome"], published=datetime.date(2015, 10, 20)),
 ]
 
 
 def _encode(book: Book) -> dict[str, Any]:
-    data = dataclasses.asdict(book)
-    data["genre"] = book.genre.value
-    data["published"] = book.published.isoformat() if book.published else None
-    return data
+    return book.model_dump(mode="json")
 
 
 def _decode(data: dict[str, Any]) -> Book:
-    published = datetime.date.fromisoformat(data["published"]) if data["published"] else None
-    return Book(**{**data, "genre": Genre(data["genre"]), "published": published})
+    return Book.model_validate(data)
 
 
 def books() -> dict[int, Book]:

@@ -1,4 +1,3 @@
-import dataclasses
 from typing import Literal, Optional
 
 from filerouter import Depends, HTTPException, Query, Request
@@ -32,7 +31,7 @@ def POST(request: Request, book: BookIn, user: str = Depends(current_user)) -> t
     books = store.books()
     if any(b.title == book.title for b in books.values()):
         raise HTTPException(409, f"A book titled {book.title!r} exists")
-    new = Book(max(books) + 1, **dataclasses.asdict(book))
+    new = Book(id=max(books) + 1, **book.model_dump())
     books[new.id] = new
     store.save(books)
     return new, 201

@@ -1,5 +1,3 @@
-import dataclasses
-
 from filerouter import Depends, Path, Request
 
 from _lib import store
@@ -16,7 +14,7 @@ def PUT(request: Request, book: BookIn, book_id: int = Path(ge=1), user: str = D
     """Replace a book (needs a bearer token)."""
     store.find(book_id)
     books = store.books()
-    books[book_id] = Book(book_id, **dataclasses.asdict(book))
+    books[book_id] = Book(id=book_id, **book.model_dump())
     store.save(books)
     return books[book_id]
 
