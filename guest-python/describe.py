@@ -54,7 +54,8 @@ def _body(named, fn):
     specs, embed, is_form = params.body_specs(fn)
     if not specs:
         return None
-    if not embed:
+    if not embed or (len(specs) == 1 and specs[0].model is not None):
+        # One body parameter, or a form model (`Annotated[Login, Form()]`): the whole body.
         spec = specs[0]
         schema = _param_schema(named, spec)
         required = spec.required
@@ -63,7 +64,11 @@ def _body(named, fn):
         required_names = []
         for spec in specs:
             sub = dict(_param_schema(named, spec))
-            if "$ref" not in sub:
+            if spec.pydantic and not adapters.titled(spec.hint, spec.constraints):
+                # A property of FastAPI's `Body_...` model, titled as pydantic titles a field:
+                # not when it names a model (`Coupon | None`).
+                sub.pop("title", None)
+            elif "$ref" not in sub:
                 sub["title"] = sub.get("title") or schemas.title_of(spec.alias)
             if spec.description:
                 sub["description"] = spec.description

@@ -142,6 +142,13 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def titled(hint: Any, constraints: Constraints | None = None) -> bool:
+    """Whether pydantic titles a model's field of this type after the field's name, as it does
+    for FastAPI's `Body_...` model: not when the type has a title of its own (a model, an enum,
+    `Item | None`)."""
+    return GenerateJsonSchema().field_title_should_be_set(adapter(hint, constraints).core_schema)
+
+
 class ModelField(typing.NamedTuple):
     """A field of a parameter model as FastAPI sees it (`get_cached_model_fields`): its name,
     pydantic's `FieldInfo`, and the model's config, which FastAPI leaves out (None) for a field
@@ -252,5 +259,5 @@ def _without_none(schema: Any) -> Any:
 
 __all__ = [
     "BaseModel", "ModelField", "ValidationError", "adapter", "dump", "error_items", "from_pydantic", "involves",
-    "model_fields", "param_aliases", "schemas", "validate",
+    "model_fields", "param_aliases", "schemas", "titled", "validate",
 ]
