@@ -54,7 +54,8 @@ def _body(named, fn):
     specs, embed, is_form = params.body_specs(fn)
     if not specs:
         return None
-    if not embed:
+    if not embed or (len(specs) == 1 and specs[0].model is not None):
+        # One body parameter, or a form model (`Annotated[Login, Form()]`): the whole body.
         spec = specs[0]
         schema = _param_schema(named, spec)
         required = spec.required
@@ -63,7 +64,11 @@ def _body(named, fn):
         required_names = []
         for spec in specs:
             sub = dict(_param_schema(named, spec))
-            if "$ref" not in sub:
+            if spec.pydantic and not adapters.titled(spec.hint, spec.constraints):
+                # A property of FastAPI's `Body_...` model, titled as pydantic titles a field:
+                # not when it names a model (`Coupon | None`).
+                sub.pop("title", None)
+            elif "$ref" not in sub:
                 sub["title"] = sub.get("title") or schemas.title_of(spec.alias)
             if spec.description:
                 sub["description"] = spec.description
@@ -125,28 +130,32 @@ def _model_params(named, spec):
         if name != own:
             named.named.setdefault(name, found)
     properties = definition.get("properties", {})
-    required = set(definition.get("required", ()))
     convert = location == "header" and getattr(spec.marker, "convert_underscores", True)
     out = []
-    for name, field in spec.model.model_fields.items():
-        alias = field.validation_alias if isinstance(field.validation_alias, str) else (field.alias or name)
-        key = alias.replace("_", "-") if convert and alias == name else alias
-        schema = dict(properties.get(alias, {}))
+    for field in adapters.model_fields(spec.model):
+        # As FastAPI: named by the field's first alias (a header's with `_` as `-`), its schema
+        # pydantic's, titled after that alias unless it is a reference.
+        alias, key = adapters.param_aliases(field, convert_underscores=convert)[0]
+        info = field.info
+        schema = dict(properties.get(alias, properties.get(field.name, {})))
+        if "$ref" not in schema:
+            schema["title"] = info.title or alias.title().replace("_", " ")
+        required = info.is_required()
         default_json = None
-        if alias not in required and field.default_factory is None:
+        if not required and info.default_factory is None:
             try:
-                default_json = json.dumps(field.default, default=jsonable, allow_nan=False)
+                default_json = json.dumps(info.default, default=jsonable, allow_nan=False)
             except (TypeError, ValueError):
                 default_json = None
-        enum_cls = params.enum_class(field.annotation)
+        enum_cls = params.enum_class(info.annotation)
         out.append(
             HandlerParam(
                 name=wit_text.safe(key),
-                kind=params.kind_of(field.annotation),
+                kind=params.kind_of(info.annotation),
                 choices=[wit_text.safe(m.value) for m in enum_cls] if enum_cls else [],
-                has_default=alias not in required,
+                has_default=not required,
                 default_json=default_json,
-                description=wit_text.safe(field.description),
+                description=wit_text.safe(info.description),
                 location=location,
                 schema=json.dumps(schema, default=jsonable),
             )

@@ -142,6 +142,66 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def titled(hint: Any, constraints: Constraints | None = None) -> bool:
+    """Whether pydantic titles a model's field of this type after the field's name, as it does
+    for FastAPI's `Body_...` model: not when the type has a title of its own (a model, an enum,
+    `Item | None`)."""
+    return GenerateJsonSchema().field_title_should_be_set(adapter(hint, constraints).core_schema)
+
+
+class ModelField(typing.NamedTuple):
+    """A field of a parameter model as FastAPI sees it (`get_cached_model_fields`): its name,
+    pydantic's `FieldInfo`, and the model's config, which FastAPI leaves out (None) for a field
+    whose type is a model, a dict or a dataclass."""
+
+    name: str
+    info: Any
+    config: Any
+
+
+# model -> its fields, worked out once per model.
+_MODEL_FIELDS: dict[Any, list[ModelField]] = {}
+
+
+def model_fields(model: type[BaseModel]) -> list[ModelField]:
+    """The fields of a parameter model (`Annotated[Filters, Query()]`), in order."""
+    found = _MODEL_FIELDS.get(model)
+    if found is None:
+        found = []
+        for name, info in model.model_fields.items():
+            kind = info.annotation
+            nested = isinstance(kind, type) and (issubclass(kind, (BaseModel, dict)) or dataclasses.is_dataclass(kind))
+            found.append(ModelField(name, info, None if nested else model.model_config))
+        _MODEL_FIELDS[model] = found
+    return found
+
+
+def param_aliases(field: ModelField, *, convert_underscores: bool = False) -> list[tuple[str, str]]:
+    """`(validation alias, request key)` pairs of a parameter model's field, in the order FastAPI
+    tries them (`_get_param_aliases`): its `validation_alias` (or `alias`, or name; a header's
+    name with `_` as `-` when `convert_underscores`), each choice of an `AliasChoices`, and its
+    name too when the model validates by name (`populate_by_name`)."""
+    info, name = field.info, field.name
+    given = info.validation_alias
+    alias = given if isinstance(given, str) and given else (info.alias if info.alias is not None else name)
+    request_alias = alias.replace("_", "-") if convert_underscores and alias == name else alias
+    if isinstance(given, pydantic.AliasPath):
+        return [(alias, request_alias)]
+    aliases = [(alias, request_alias)]
+    if isinstance(given, pydantic.AliasChoices):
+        if any(isinstance(choice, pydantic.AliasPath) for choice in given.choices):
+            return aliases
+        aliases = [(choice, choice) for choice in given.choices if isinstance(choice, str)]
+    config = field.config or {}
+    if config.get("validate_by_alias") is False or config.get("validate_by_name", config.get("populate_by_name", False)):
+        request_name = name.replace("_", "-") if convert_underscores else name
+        if config.get("validate_by_alias") is False:
+            return [(name, request_name)]
+        if name not in [a for a, _ in aliases]:
+            aliases.append((name, request_name))
+    return aliases
+
+
 def dump(value: Any, *, by_alias: bool = True) -> Any:
     """A pydantic model (or pydantic dataclass) as JSON data, as `jsonable_encoder` turns one
     that a handler returns without a response model into JSON."""
@@ -198,5 +258,6 @@ def _without_none(schema: Any) -> Any:
 
 
 __all__ = [
-    "BaseModel", "ValidationError", "adapter", "dump", "error_items", "from_pydantic", "involves", "schemas", "validate",
+    "BaseModel", "ModelField", "ValidationError", "adapter", "dump", "error_items", "from_pydantic", "involves",
+    "model_fields", "param_aliases", "schemas", "titled", "validate",
 ]

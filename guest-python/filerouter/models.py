@@ -115,8 +115,8 @@ class ResponseModel:
         self.hint = hint
         self.label = label
         # A hint that names pydantic is validated and written out by pydantic, as FastAPI does
-        # (`validate_python(value, from_attributes=True)`, then `dump_python(mode="json")` with
-        # the `response_model_*` options of `@route`).
+        # (`validate_python(value, from_attributes=True)`, then `dump_json` with the
+        # `response_model_*` options of `@route`).
         self.pydantic = adapters.adapter(hint) if adapters.involves(hint) else None
         self.options: dict[str, Any] = {}
         self.fast: Callable[[Any], Any]
@@ -142,7 +142,9 @@ class ResponseModel:
             value = adapter.validate_python(body, from_attributes=True)
         except adapters.ValidationError as exc:
             raise _invalid(fn, self.label, adapters.error_items(exc, ["response"])) from None
-        return adapter.dump_python(value, mode="json", **self.options)
+        # As FastAPI's `serialize_json`: pydantic writes the JSON itself (`inf` and `nan` as
+        # `null`, as its `ser_json_inf_nan` says), sent as it is.
+        return Response(adapter.dump_json(value, **self.options), media_type="application/json")
 
     def apply(self, result: Any, fn: Callable[..., Any]) -> Any:
         """`result` (what `fn` returned) with its body checked and cut down to the model."""

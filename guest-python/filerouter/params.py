@@ -602,47 +602,68 @@ class Resolver:
             kwargs[spec.name] = value
 
     def _bind_model(self, spec: Spec, location: str, source: Any, kwargs: dict[str, Any], errors: Errors) -> None:
-        """A parameter model: its fields read from `source` (the query, headers, cookies or
-        form) by their aliases, what is left over given to the model too (for its `extra`
-        policy), checked as one value at `[location]`, as FastAPI's parameter models."""
+        """A parameter model: its fields read from `source` (the query, headers or cookies) by
+        their aliases, what is left over given to the model too (for its `extra` policy),
+        checked as one value at `[location]`, as FastAPI's `_request_param_model_to_args`."""
         is_headers = location == "header"
         convert = is_headers and (spec.marker is None or getattr(spec.marker, "convert_underscores", True))
         values: dict[str, Any] = {}
         taken: set[str] = set()
         renamed: dict[str, str] = {}
-        for name, field in spec.model.model_fields.items():
-            alias = field.validation_alias if isinstance(field.validation_alias, str) else (field.alias or name)
-            key = alias.replace("_", "-") if convert and alias == name else alias
-            if _is_sequence(field.annotation) and hasattr(source, "getlist"):
-                raw: Any = source.getlist(key)
-                if location == "form":
-                    raw = [v for v in raw if not _empty_upload(v)]
-                raw = raw or None
-            else:
-                raw = source.get(key)
-                if location == "form" and (raw == "" or _empty_upload(raw)):
-                    raw = None
+        present = {key.lower() for key in source.keys()} if is_headers else set(source.keys())
+        for field in adapters.model_fields(spec.model):
+            aliases = adapters.param_aliases(field, convert_underscores=convert)
+            alias, key = next(
+                (pair for pair in aliases if (pair[1].lower() if is_headers else pair[1]) in present), aliases[0]
+            )
+            raw = _model_value(field, source, key, form=False)
             if raw is not None:
                 values[alias] = raw
-            taken.add(key.lower() if is_headers else key)
-            if key != alias:
-                renamed[alias] = key
-        if hasattr(source, "multi_items"):
-            pairs = source.multi_items()
-        else:
-            pairs = list(source.items())
-        grouped: dict[str, list[Any]] = {}
-        for key, raw in pairs:
-            if key not in taken:
-                grouped.setdefault(key, []).append(raw)
-        for key, found in grouped.items():
-            values[key] = found[0] if len(found) == 1 else found
+            if is_headers:
+                taken.add(key.lower())
+                # An unconverted name (`x_token`) is not a header of the model's either.
+                taken.update(a.lower() for a, k in aliases if a != k)
+                if alias != key:
+                    renamed[field.name] = key
+            else:
+                taken.add(key)
+        values.update(_extras(source, taken))
+        self._validate_model(spec, values, [location], renamed, kwargs, errors)
+
+    def _bind_form_model(self, spec: Spec, form: Any, kwargs: dict[str, Any], errors: Errors) -> None:
+        """A form model (`Annotated[Login, Form()]`): each field read by the first of its
+        aliases that has a value (an empty field or file counts as absent), the other form
+        fields given to the model too, checked as one value at `["body"]`, as FastAPI's
+        `_extract_form_items`."""
+        values: dict[str, Any] = {}
+        taken: set[str] = set()
+        for field in adapters.model_fields(spec.model):
+            for alias, _ in adapters.param_aliases(field):
+                taken.add(alias)
+                raw = _model_value(field, form, alias, form=True)
+                if raw is not None:
+                    values[alias] = raw
+                    break
+        values.update(_extras(form, taken))
+        self._validate_model(spec, values, ["body"], {}, kwargs, errors)
+
+    def _validate_model(
+        self,
+        spec: Spec,
+        values: dict[str, Any],
+        loc: list[Any],
+        renamed: dict[str, str],
+        kwargs: dict[str, Any],
+        errors: Errors,
+    ) -> None:
         found_errors: Errors = []
-        value = adapters.validate(spec.hint, values, [location], found_errors, spec.constraints)
-        for item in found_errors:
-            loc = item["loc"]
-            if renamed and len(loc) > 1 and loc[1] in renamed:
-                item["loc"] = [loc[0], renamed[loc[1]], *loc[2:]]
+        value = adapters.validate(spec.hint, values, loc, found_errors, spec.constraints)
+        if renamed and spec.model.model_config.get("loc_by_alias", True):
+            # Errors name the header the client sends (`x-token`), not the field.
+            for item in found_errors:
+                where = item["loc"]
+                if len(where) > 1 and where[1] in renamed:
+                    item["loc"] = [where[0], renamed[where[1]], *where[2:]]
         errors.extend(found_errors)
         if value is not INVALID:
             kwargs[spec.name] = value
@@ -689,7 +710,7 @@ class Resolver:
             form = await self.request.form()
             for spec in specs:
                 if spec.model is not None:
-                    self._bind_model(spec, "body", form, kwargs, errors)
+                    self._bind_form_model(spec, form, kwargs, errors)
                     continue
                 if spec.many:
                     raw: Any = [v for v in form.getlist(spec.alias) if not _empty_upload(v)] or None
@@ -766,6 +787,32 @@ class Resolver:
 def _joined(scopes: tuple[str, ...], more: tuple[str, ...]) -> tuple[str, ...]:
     """`scopes` and then those of `more` it lacks."""
     return scopes + tuple(s for s in more if s not in scopes) if more else scopes
+
+
+def _model_value(field: adapters.ModelField, source: Any, key: str, *, form: bool) -> Any:
+    """The value of a parameter model's field under `key` in `source`, or None when absent: a
+    list for a sequence field (of a multi-valued source), one value otherwise; in a form, empty
+    fields and empty file inputs are absent (FastAPI's `_get_multidict_value`)."""
+    if _is_sequence(field.info.annotation) and hasattr(source, "getlist"):
+        found: Any = source.getlist(key)
+        if form:
+            found = [v for v in found if not _empty_upload(v)]
+        return found or None
+    found = source.get(key)
+    if form and (found == "" or _empty_upload(found)):
+        return None
+    return found
+
+
+def _extras(source: Any, taken: set[str]) -> dict[str, Any]:
+    """What `source` holds besides the keys `taken`: one value per key, a list for a repeated
+    one (FastAPI's `_get_multidict_extras`), for the model's `extra` policy."""
+    pairs = source.multi_items() if hasattr(source, "multi_items") else list(source.items())
+    grouped: dict[str, list[Any]] = {}
+    for key, raw in pairs:
+        if key not in taken:
+            grouped.setdefault(key, []).append(raw)
+    return {key: found[0] if len(found) == 1 else found for key, found in grouped.items()}
 
 
 def _empty_upload(value: Any) -> bool:

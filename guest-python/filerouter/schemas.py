@@ -93,10 +93,9 @@ class Schemas:
             return {"type": "array", "prefixItems": items, "minItems": len(items), "maxItems": len(items)}
         if origin in (dict, typing.Dict, typing.Mapping) or hint is dict:
             args = typing.get_args(hint)
-            schema = {"type": "object"}
-            if len(args) == 2 and args[1] is not typing.Any:
-                schema["additionalProperties"] = self.of(args[1])
-            return schema
+            # As pydantic: `dict` and `dict[str, Any]` allow any value (`true`).
+            value = args[1] if len(args) == 2 else typing.Any
+            return {"additionalProperties": True if value is typing.Any else self.of(value), "type": "object"}
         if not isinstance(hint, type):
             return {}
         if getattr(hint, "__filerouter_upload__", False):

@@ -1,0 +1,5 @@
+from _lib.models import Drawing
+
+
+def POST(drawing: Drawing) -> Drawing:
+    return drawing

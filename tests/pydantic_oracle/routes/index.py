@@ -1,0 +1,2 @@
+def GET() -> dict[str, str]:
+    return {"app": "pydantic oracle"}

@@ -1,0 +1,5 @@
+from _lib.models import Inventory
+
+
+def POST(inventory: Inventory) -> Inventory:
+    return inventory

@@ -1,0 +1,5 @@
+from _lib.models import Item
+
+
+def POST(items: list[Item]) -> list[Item]:
+    return items

@@ -1,0 +1,5 @@
+from _lib.models import Item
+
+
+def POST(item: Item) -> Item:
+    return item

@@ -1,0 +1,5 @@
+from _lib.models import NoExtras
+
+
+def POST(body: NoExtras) -> NoExtras:
+    return body

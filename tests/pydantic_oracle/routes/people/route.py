@@ -1,0 +1,5 @@
+from _lib.models import Person
+
+
+def POST(person: Person) -> Person:
+    return person

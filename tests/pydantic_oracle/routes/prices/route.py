@@ -1,0 +1,5 @@
+from _lib.models import Price
+
+
+def POST(price: Price) -> Price:
+    return price

@@ -1,0 +1,5 @@
+from _lib.models import Product
+
+
+def POST(product: Product) -> Product:
+    return product

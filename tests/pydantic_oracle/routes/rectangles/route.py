@@ -1,0 +1,5 @@
+from _lib.models import Rectangle
+
+
+def POST(rectangle: Rectangle) -> Rectangle:
+    return rectangle
