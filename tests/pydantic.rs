@@ -12,11 +12,15 @@
 //! - pydantic's V1 API (`pydantic.v1`) is there too; the modules the guest leaves out (the mypy
 //!   and Hypothesis plugins) say why when imported.
 //!
-//! FastAPI's handling of models as parameters and return annotations is not covered here.
+//! Integers past CPython's 4,300 digits are answered as FastAPI answers them on every path
+//! (models, dataclasses, query, form).
+//!
+//! FastAPI's handling of models as parameters and return annotations is otherwise not covered
+//! here.
 
 mod support;
 
-use serde_json::json;
+use serde_json::{Value, json};
 use support::{Project, Server, json, run_with_env};
 
 const ITEMS: &str = r#"
@@ -221,4 +225,120 @@ fn the_v1_api_is_there_and_the_modules_left_out_say_why() {
         let response = server.get(&format!("/left-out?name={name}"));
         assert_eq!(json(response)["type"], serde_json::Value::Null, "{name}");
     }
+}
+
+/// Integers past CPython's limit of 4,300 digits for converting text (`sys.int_info`), as
+/// FastAPI 0.165 with pydantic 2.14 answers them: a JSON number that long is a body the parser
+/// cannot read (400, a pydantic model's or a dataclass's alike), text that long for an `int`
+/// is pydantic's 422 `int_parsing_size` (a model's field, a dataclass's, a query parameter, a
+/// form field). Never a 500 naming the `ValueError`.
+const NUMBERS: &str = r#"
+    import dataclasses
+
+    from pydantic import BaseModel
+
+    from filerouter import Form
+
+
+    class Model(BaseModel):
+        count: int
+
+
+    @dataclasses.dataclass
+    class Record:
+        count: int
+
+
+    def POST(request, item: Model):
+        return {"bits": item.count.bit_length()}
+
+
+    def PUT(request, item: Record):
+        return {"bits": item.count.bit_length()}
+
+
+    def GET(request, count: int):
+        return {"bits": count.bit_length()}
+
+
+    def PATCH(request, count: int = Form()):
+        return {"bits": count.bit_length()}
+"#;
+
+#[test]
+fn an_integer_past_4300_digits_is_a_400_or_422_as_in_fastapi_not_a_500() {
+    let project = Project::new(&[("routes/numbers/route.py", NUMBERS)]);
+    let server = Server::dev(&project);
+    let send = |method: &str, body: Option<String>, query: &str, form: bool| {
+        let mut request = server.request(method, &format!("/numbers{query}"));
+        if let Some(body) = body {
+            let kind = if form {
+                "application/x-www-form-urlencoded"
+            } else {
+                "application/json"
+            };
+            request = request.header("content-type", kind).body(body);
+        }
+        let response = request.send().unwrap();
+        (response.status().as_u16(), json(response))
+    };
+    let too_long = "9".repeat(100_000);
+    let size_error = |loc: Value, input: &str| {
+        json!({"detail": [{
+            "type": "int_parsing_size", "loc": loc,
+            "msg": "Unable to parse input string as an integer, exceeded maximum size",
+            "input": input,
+        }]})
+    };
+    let unreadable = json!({"detail": "There was an error parsing the body"});
+    for method in ["POST", "PUT"] {
+        let (status, body) = send(
+            method,
+            Some(format!(r#"{{"count": {too_long}}}"#)),
+            "",
+            false,
+        );
+        assert_eq!(
+            (status, &body),
+            (400, &unreadable),
+            "{method}, a JSON number"
+        );
+        let (status, body) = send(
+            method,
+            Some(format!(r#"{{"count": "{too_long}"}}"#)),
+            "",
+            false,
+        );
+        assert_eq!(
+            (status, &body),
+            (422, &size_error(json!(["body", "count"]), &too_long)),
+            "{method}, text"
+        );
+        // 4,300 digits are still a number.
+        let (status, body) = send(
+            method,
+            Some(format!(r#"{{"count": {}}}"#, "9".repeat(4_300))),
+            "",
+            false,
+        );
+        assert_eq!(
+            (status, &body),
+            (200, &json!({"bits": 14_285})),
+            "{method}, 4,300 digits"
+        );
+    }
+    // A query parameter within the request line's limit.
+    let long = "9".repeat(5_000);
+    let (status, body) = send("GET", None, &format!("?count={long}"), false);
+    assert_eq!(
+        (status, &body),
+        (422, &size_error(json!(["query", "count"]), &long)),
+        "a query"
+    );
+    let (status, body) = send("PATCH", Some(format!("count={too_long}")), "", true);
+    assert_eq!(
+        (status, &body),
+        (422, &size_error(json!(["body", "count"]), &too_long)),
+        "a form"
+    );
 }
