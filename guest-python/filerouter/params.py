@@ -689,9 +689,10 @@ class Resolver:
                             [{"type": "json_invalid", "loc": ["body", exc.start], "msg": "JSON decode error",
                               "input": {}, "ctx": {"error": "Invalid UTF-8"}}]
                         ) from None
-                    except RecursionError:
-                        # Nested deeper than the parser's stack: FastAPI's answer to a body
-                        # it cannot parse for another reason than its syntax.
+                    except (RecursionError, ValueError):
+                        # Nested deeper than the parser's stack, or a number past CPython's
+                        # 4,300 digits: FastAPI's answer to a body it cannot parse for another
+                        # reason than its syntax.
                         raise HTTPException(400, "There was an error parsing the body") from None
                     # As `request.json()`: an escaped lone surrogate cannot be sent on anywhere.
                     if b"\\u" in raw and wit_text.find_in(value) is not None:

@@ -288,7 +288,10 @@ def _int(value: Any, loc: Sequence[Any], errors: Errors) -> Any:
     if isinstance(value, str):
         text = value.strip()
         if text.isascii() and _INT_TEXT.match(text):
-            return int(text.split(".")[0].replace("_", ""))
+            try:
+                return int(text.split(".")[0].replace("_", ""))
+            except ValueError:  # past CPython's 4,300 digits, which pydantic refuses too
+                return error(errors, "int_parsing_size", loc, "Unable to parse input string as an integer, exceeded maximum size", value)
         return error(errors, "int_parsing", loc, "Input should be a valid integer, unable to parse string as an integer", value)
     return error(errors, "int_type", loc, "Input should be a valid integer", value)
 
