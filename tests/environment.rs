@@ -94,12 +94,28 @@ fn project(env_file: &str) -> Project {
     project
 }
 
+/// The user's data folder, where filerouter keeps the key that names its compiled guests
+/// (`~/.local/share/filerouter/code.key`). A test that gives the server another `HOME` passes
+/// this as `XDG_DATA_HOME` too: with a key of its own the server would refuse the shared cache's
+/// compiled guest, remove it and compile the whole guest again (a minute on a busy 2-core
+/// machine, and every other test then compiles it once more too).
+fn own_data_dir() -> String {
+    match std::env::var_os("XDG_DATA_HOME") {
+        Some(dir) if !dir.is_empty() => dir.to_string_lossy().into_owned(),
+        _ => format!("{}/.local/share", std::env::var("HOME").expect("HOME")),
+    }
+}
+
 #[test]
 fn dev_gives_route_code_the_declared_values_and_nothing_else() {
     let project = project(&format!(
         "# the project's env file\nJWT_SECRET=\"{SECRET}\"\nUNDECLARED=nope\nexport SENTRY_DSN_TYPO=x\n"
     ));
-    let server = Server::dev_with_env(&project, &[("HOME", "/home/of-the-developer")]);
+    let data = own_data_dir();
+    let server = Server::dev_with_env(
+        &project,
+        &[("HOME", "/home/of-the-developer"), ("XDG_DATA_HOME", &data)],
+    );
     let body = json(server.get("/show"));
     assert_eq!(body["env"], SECRET, "{body}");
     assert_eq!(body["os"], SECRET);
@@ -459,7 +475,11 @@ fn each_tenant_gets_its_own_values_and_never_the_servers() {
     // The server's own environment has a JWT_SECRET and a HOME: no tenant may see either.
     let server = Server::start(
         &["run", "--tenants", config.to_str().unwrap()],
-        &[("JWT_SECRET", OTHER), ("HOME", "/root/of/the/server")],
+        &[
+            ("JWT_SECRET", OTHER),
+            ("HOME", "/root/of/the/server"),
+            ("XDG_DATA_HOME", &own_data_dir()),
+        ],
         Duration::from_secs(120),
     );
     let show = |host: &str| {
