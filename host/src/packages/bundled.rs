@@ -156,7 +156,7 @@ impl fmt::Display for Conflict {
             ),
             Some(by) => write!(
                 f,
-                "{by}{} requires `{}`, which does not allow {} {}, the sandbox's: use a release of {by} that works with {} {} (leave its version open, or pin that release, and the newest such release is chosen)",
+                "{by}{} requires `{}`, which does not allow {} {}, the sandbox's: use a release of {by} that works with {} {} (leave its version open, `{by}`, and the newest such release is chosen)",
                 self.by_version
                     .as_ref()
                     .map(|v| format!(" {v}"))
