@@ -175,6 +175,10 @@ class _BakedPath(importlib.resources.abc.Traversable):
         prefix = self.rel + "/"
         return any(path.startswith(prefix) for path in PACKAGES)
 
+    def exists(self):
+        # `importlib.metadata.files()` keeps the listed files that exist.
+        return self.is_file() or self.is_dir()
+
     def iterdir(self):
         prefix = self.rel + "/"
         children = sorted({path[len(prefix):].split("/", 1)[0] for path in PACKAGES if path.startswith(prefix)})

@@ -642,6 +642,8 @@ fn pydantic_and_packages_built_on_it_install_and_use_the_guests_pydantic() {
                     "greeting": settings.greeting,
                     "page_size": settings.page_size,
                     "versions": {name: importlib.metadata.version(name) for name in names},
+                    "owner": importlib.metadata.packages_distributions().get("pydantic"),
+                    "files": sorted(str(f) for f in importlib.metadata.files("email-validator") if f.name == "__init__.py"),
                 }
             "#,
         ),
@@ -755,6 +757,10 @@ fn pydantic_and_packages_built_on_it_install_and_use_the_guests_pydantic() {
         assert_eq!(settings["versions"]["pydantic"], PYDANTIC);
         assert_eq!(settings["versions"]["pydantic-core"], PYDANTIC_CORE);
         assert_eq!(settings["versions"]["typing-extensions"], "4.16.0");
+        // The guest's top_level.txt, read from pydantic's RECORD; the installed files of a
+        // project's package (from .packages/ in dev, from the build in run).
+        assert_eq!(settings["owner"], json!(["pydantic"]));
+        assert_eq!(settings["files"], json!(["email_validator/__init__.py"]));
         assert!(
             settings["versions"]["email-validator"]
                 .as_str()
