@@ -335,6 +335,16 @@ fn nested(depth: usize) -> String {
     )
 }
 
+/// Sets its flag when dropped: stops a client looping beside a test's own requests, however
+/// the test's thread ends.
+struct Stop<'a>(&'a AtomicBool);
+
+impl Drop for Stop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
 /// A build of `files` (for `run`: the route modules, and pydantic with them, in the snapshot).
 fn built(files: &[(&str, &str)]) -> Project {
     let project = Project::new(files);
@@ -820,6 +830,8 @@ fn huge_strings_and_numbers_stay_within_the_request_s_limits() {
     ];
     let done = AtomicBool::new(false);
     thread::scope(|scope| {
+        // The client beside stops when this thread is done, a failed assertion included.
+        let _stop = Stop(&done);
         let beside = scope.spawn(|| {
             let mut answered = 0;
             while !done.load(Ordering::SeqCst) {
