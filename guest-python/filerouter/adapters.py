@@ -202,12 +202,6 @@ def param_aliases(field: ModelField, *, convert_underscores: bool = False) -> li
     return aliases
 
 
-def dump(value: Any, *, by_alias: bool = True) -> Any:
-    """A pydantic model (or pydantic dataclass) as JSON data, as `jsonable_encoder` turns one
-    that a handler returns without a response model into JSON."""
-    return TypeAdapter(type(value)).dump_python(value, mode="json", by_alias=by_alias)
-
-
 class SchemaGenerator(GenerateJsonSchema):
     """pydantic's JSON Schema generator as FastAPI uses it: `bytes` are binary strings."""
 
@@ -258,6 +252,6 @@ def _without_none(schema: Any) -> Any:
 
 
 __all__ = [
-    "BaseModel", "ModelField", "ValidationError", "adapter", "dump", "error_items", "from_pydantic", "involves",
+    "BaseModel", "ModelField", "ValidationError", "adapter", "error_items", "from_pydantic", "involves",
     "model_fields", "param_aliases", "schemas", "titled", "validate",
 ]
