@@ -8,6 +8,7 @@
 #
 #   bench/pydantic.sh                                   # this checkout and FastAPI
 #   PREV_BIN=/path/to/old/filerouter bench/pydantic.sh  # ... and a previous build beside them
+#   PREV_HAS_PYDANTIC=1 PREV_BIN=... bench/pydantic.sh   # ... measured on /model too
 #
 # Every server gets the same fixed load after a warm-up: wrk -t1 -c$CONNS -d$DURATION per
 # endpoint, RUNS times (the median is printed). CPU time is utime + stime of the server and its
@@ -40,7 +41,7 @@ declare -A BINS=([filerouter-run]="$ROOT/target/release/filerouter")
 [ -n "${PREV_BIN:-}" ] && BINS[filerouter-run-previous]="$PREV_BIN"
 for label in "${!BINS[@]}"; do
   cp -r bench/pydantic "$OUT/$label" && rm -rf "$OUT/$label/.cache"
-  if [ "$label" = filerouter-run-previous ]; then
+  if [ "$label" = filerouter-run-previous ] && [ -z "${PREV_HAS_PYDANTIC:-}" ]; then
     # A previous binary may have no pydantic in its guest: it serves /dataclass only.
     rm -rf "$OUT/$label/routes/model"
     sed -i 's/^from pydantic.*//; /^class Order(BaseModel)/,/^$/d' "$OUT/$label/routes/_lib/orders.py"
