@@ -899,6 +899,10 @@ fn gzip_and_deflate_bodies_are_decoded_as_httpx_does_and_bombs_meet_the_bound() 
         sent.contains(&json!(["accept-encoding", "identity"])),
         "{got}"
     );
+    // A body labelled gzip that is not: httpx's DecodingError, saying why.
+    let got = coded("broken-gzip", "");
+    assert_eq!(got["error"], "DecodingError", "{got}");
+    assert!(got["message"].as_str().unwrap().contains("gzip"), "{got}");
     // br needs native code: the body comes as it was sent (here, JSON labelled br).
     let got = coded("br", "");
     assert_eq!(got["encoding"], "br", "{got}");

@@ -27,7 +27,7 @@ where to allow it. Redirects are followed only with `follow_redirects=True` (as 
 hop checked again. `urllib.request.urlopen` goes through the same gate.
 
 Exceptions, as httpx names them: `HTTPError` > `RequestError` > `ConnectError`,
-`TimeoutException`, `OutboundRefused`, `LimitExceeded`, `TooManyRedirects`, `InvalidURL`;
+`DecodingError`, `TimeoutException`, `OutboundRefused`, `LimitExceeded`, `TooManyRedirects`, `InvalidURL`;
 and `HTTPStatusError` from `raise_for_status()`.
 """
 
@@ -49,6 +49,7 @@ __all__ = [
     "AsyncClient",
     "Client",
     "ConnectError",
+    "DecodingError",
     "HTTPError",
     "HTTPStatusError",
     "Headers",
@@ -94,6 +95,10 @@ class ConnectError(RequestError):
     """The name did not resolve, the connection or TLS failed, or the peer broke HTTP."""
 
 
+class DecodingError(RequestError):
+    """The response body did not decode from its `content-encoding` (gzip, deflate)."""
+
+
 class TimeoutException(RequestError):
     """A step of the call took longer than its timeout."""
 
@@ -129,6 +134,7 @@ _ERRORS: dict[str, type[RequestError]] = {
     "limit": LimitExceeded,
     "timeout": TimeoutException,
     "network": ConnectError,
+    "decoding": DecodingError,
 }
 
 

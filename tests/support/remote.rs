@@ -282,8 +282,9 @@ fn respond(stream: &mut impl Write, status: u16, headers: &[(&str, &str)], body:
 }
 
 /// `body` encoded as `coding` says (`gzip`, `deflate`: zlib-wrapped, `raw-deflate`: without
-/// the wrapper, as some servers send `deflate`; anything else: as it is), with the
-/// `content-encoding` label it is sent under.
+/// the wrapper, as some servers send `deflate`; `broken-gzip`: labelled gzip but sent as it is,
+/// so it does not decode; anything else: as it is), with the `content-encoding` label it is
+/// sent under.
 fn encoded<'a>(coding: &'a str, body: &[u8]) -> (&'a str, Vec<u8>) {
     use flate2::{
         Compression,
@@ -316,6 +317,7 @@ fn encoded<'a>(coding: &'a str, body: &[u8]) -> (&'a str, Vec<u8>) {
                 |e| e.finish().unwrap(),
             ),
         ),
+        "broken-gzip" => ("gzip", body.to_vec()),
         other => (other, body.to_vec()),
     }
 }

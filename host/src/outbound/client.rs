@@ -272,7 +272,7 @@ impl Exchange {
                         let out = match decoder.feed(slice) {
                             Ok(out) => out,
                             Err(e) => {
-                                failed(CallError::Network(e.to_string()), &mut outcome);
+                                failed(CallError::Decoding(e.to_string()), &mut outcome);
                                 return outcome;
                             }
                         };

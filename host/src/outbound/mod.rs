@@ -55,6 +55,9 @@ pub enum CallError {
     Timeout(String),
     #[error("{0}")]
     Network(String),
+    /// The body did not decode from its `content-encoding`.
+    #[error("{0}")]
+    Decoding(String),
 }
 
 /// The bounds of outbound calls: per request, and the tenant's connections.

@@ -336,6 +336,7 @@ fn outbound_error(error: crate::outbound::CallError) -> outbound::Error {
         E::Limit(m) => outbound::Error::Limit(m),
         E::Timeout(m) => outbound::Error::Timeout(m),
         E::Network(m) => outbound::Error::Network(m),
+        E::Decoding(m) => outbound::Error::Decoding(m),
     }
 }
 
