@@ -532,6 +532,7 @@ fn kind(error: &CallError) -> &'static str {
         CallError::Limit(_) => "limit",
         CallError::Timeout(_) => "timeout",
         CallError::Network(_) => "network",
+        CallError::Decoding(_) => "decoding",
     }
 }
 
