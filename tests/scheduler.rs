@@ -164,6 +164,10 @@ fn a_full_queue_answers_503_with_retry_after_and_the_queued_ones_are_served() {
         ("config.py", "server = {'workers': 1, 'queue': 1}\n"),
     ]);
     let server = Server::dev(&project);
+    // Once first: `dev`'s own calls into the guest (inspecting the route file) take the one
+    // instance too, and one of them during the burst would leave room for one request only.
+    // (Seen once in a full run on a loaded machine: seven 503s and one 200.)
+    assert_eq!(server.get("/slow").status(), 200);
     let answers = burst(&server, "/slow", 8);
     let served = answers.iter().filter(|a| a.0 == 200).count();
     let rejected: Vec<_> = answers.iter().filter(|a| a.0 == 503).collect();
