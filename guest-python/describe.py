@@ -94,7 +94,12 @@ def _body(named, fn):
 
 def _response(named, fn):
     """`{"status": code, "schema": ...}` from the return annotation: `-> Item` (200),
-    `-> tuple[Item, Literal[201]]` (the `(body, status)` a handler returns), `-> None` (204)."""
+    `-> tuple[Item, Literal[201]]` (the `(body, status)` a handler returns), `-> None` (204).
+    A handler that `yield`s streams: its media type, without a schema."""
+    if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
+        cls = getattr(operation.info_of(fn), "response_class", None)
+        media = "application/jsonl" if cls is None else getattr(cls, "media_type", None) or "application/octet-stream"
+        return {"status": 200, "schema": None, "media_type": media}
     hint = models.declared_model(fn, params.type_hints(fn))
     if hint is inspect.Parameter.empty or hint is dataclasses.MISSING:
         return None

@@ -32,6 +32,7 @@ from componentize_py_types import Err, Ok
 from filerouter import environment
 from filerouter.exceptions import NoHandlerError, ProjectCodeError
 from filerouter.requests import Request
+from filerouter.responses import StreamingResponse
 from wit_world import exports
 from wit_world.imports import snapshot
 from wit_world.imports.types import (
@@ -123,6 +124,32 @@ def _to_wit(response):
     return HttpResponse(status=status, headers=headers, body=body, host_body=host_body)
 
 
+def _head(response):
+    """A streamed response's status and headers, as the host's `stream.start` takes them."""
+    status = response.status_code
+    if isinstance(status, bool) or not isinstance(status, int) or not 200 <= status <= 599:
+        raise ValueError(f"invalid HTTP status code {status!r}: use an integer from 200 to 599")
+    headers = [
+        (wit_text.require(k, "a response header name"), wit_text.require(v, f"the response header {k!r}"))
+        for k, v in response.headers.items()
+    ]
+    return HttpResponse(status=status, headers=headers, body=b"", host_body=False)
+
+
+def _stream(response):
+    """Send a streamed response, then run its background tasks; what `handle` returns."""
+    try:
+        refused = pipeline.stream(response, _head(response))
+        if refused is not None:
+            return _to_wit(refused)
+        tasks = pipeline.background_tasks(response)
+        if tasks:
+            pipeline.run_tasks(tasks)
+    except BaseException as exc:
+        raise Err(project.error_report(exc)) from None
+    return _SENT
+
+
 # What `handle` returns once the host has taken the response early: it is not sent.
 _SENT = HttpResponse(status=200, headers=[], body=b"", host_body=False)
 
@@ -186,6 +213,11 @@ class Guest(exports.Guest):
         )
         try:
             response = pipeline.run(req, target, dict(root_files))
+        except BaseException as exc:
+            raise Err(project.error_report(exc)) from None
+        if isinstance(response, StreamingResponse):
+            return _stream(response)
+        try:
             answer = _to_wit(response)
             tasks = pipeline.background_tasks(response)
         except BaseException as exc:

@@ -23,8 +23,9 @@ import traceback
 
 import pages
 import project
+import streaming
 import wit_text
-from filerouter import background, models, params
+from filerouter import background, models, operation, params, sse
 from filerouter.eventloop import SandboxEventLoop
 from filerouter.exceptions import (
     HTTPException,
@@ -32,7 +33,7 @@ from filerouter.exceptions import (
     RequestValidationError,
     ResponseSerializationError,
 )
-from filerouter.responses import JSONResponse, Response, to_response
+from filerouter.responses import JSONResponse, Response, StreamingResponse, to_response
 from wit_world.imports import background as host_background
 from wit_world.imports import upstream
 from wit_world.imports.types import HttpRequest, Target_Page, Target_Route
@@ -133,13 +134,58 @@ async def _route(request, target):
     async with contextlib.AsyncExitStack() as stack:
         resolver = params.Resolver(request, request.path_params, stack)
         kwargs = await resolver.kwargs(fn, check=True)
-        result = await _maybe_await(fn(**kwargs))
-        model = models.response_model(fn, params.signature_of(fn)[1])
-        if model is not None:
-            result = model.apply(result, fn)
-        # Built inside the stack: `yield` dependencies are torn down after the handler has
-        # returned and its value has become a response.
-        return _response_of(result, fn)
+        if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
+            response = _generator_response(fn(**kwargs), fn)
+        else:
+            result = await _maybe_await(fn(**kwargs))
+            model = models.response_model(fn, params.signature_of(fn)[1])
+            if model is not None:
+                result = model.apply(result, fn)
+            # Built inside the stack: `yield` dependencies are torn down after the handler has
+            # returned and its value has become a response.
+            response = _response_of(result, fn)
+        if isinstance(response, StreamingResponse):
+            # A streamed body is produced after this returns: its `yield` dependencies are torn
+            # down once the stream has ended (`stream`), as in FastAPI.
+            response._filerouter_cleanup = stack.pop_all()
+        return response
+
+
+def _generator_response(items, fn):
+    """The response of a handler that `yield`s, as FastAPI makes it: with
+    `@route(response_class=EventSourceResponse)` each item is a Server-Sent Event; with another
+    response class, that class streams the items as they are; without one, each item is a line
+    of JSON Lines (`application/jsonl`)."""
+    info = operation.info_of(fn)
+    cls = getattr(info, "response_class", None)
+    if isinstance(cls, type) and issubclass(cls, sse.EventSourceResponse):
+        response = cls(streaming.encoded(items, streaming.sse_items))
+        response.headers["cache-control"] = "no-cache"
+        response.headers["x-accel-buffering"] = "no"
+        response._filerouter_sse = True
+        return response
+    if isinstance(cls, type) and issubclass(cls, StreamingResponse):
+        return cls(items)
+    return StreamingResponse(streaming.encoded(items, streaming.jsonl_items), media_type="application/jsonl")
+
+
+def stream(response, head):
+    """Send the streamed `response` (its WIT `head` first), then tear down what its handler's
+    `yield` dependencies hold. None once sent; the response to answer with instead when the
+    host refused the stream (`streaming.send`)."""
+    encode = response.chunk
+    ping = sse._PING_INTERVAL if getattr(response, "_filerouter_sse", False) else None
+    cleanup = getattr(response, "_filerouter_cleanup", None)
+    try:
+        return streaming.send(LOOP, response, head, encode, ping)
+    finally:
+        if cleanup is not None:
+            LOOP.run_until_complete(cleanup.aclose())
+
+
+def run_tasks(tasks):
+    """Run a streamed response's background tasks, after its stream, in this instance."""
+    LOOP.run_until_complete(_run_tasks(tasks))
 
 
 def _response_of(result, fn):

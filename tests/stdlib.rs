@@ -106,6 +106,7 @@ const INTERNAL: &[&str] = &[
     "dispatcher",
     "baked",
     "pipeline",
+    "streaming",
     "preload",
     "wit_text",
     "describe",

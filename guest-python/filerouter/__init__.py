@@ -13,7 +13,7 @@ Route files use it like FastAPI::
 
 # `passwords` also gives `hashlib` its `pbkdf2_hmac` and `scrypt`, and brings the sandbox's own
 # `bcrypt` and `argon2` packages into the snapshot.
-from . import db, http, kv, passwords, plugins, security, status
+from . import db, http, kv, passwords, plugins, security, sse, status
 from .background import BackgroundTasks
 from .environment import env, settings
 from .exceptions import HTTPException
@@ -29,7 +29,9 @@ from .responses import (
     PlainTextResponse,
     RedirectResponse,
     Response,
+    StreamingResponse,
 )
+from .sse import EventSourceResponse, ServerSentEvent
 from .security import (
     APIKeyCookie,
     APIKeyHeader,
@@ -52,6 +54,7 @@ __all__ = [
     "Body",
     "Cookie",
     "Depends",
+    "EventSourceResponse",
     "Field",
     "File",
     "Form",
@@ -76,7 +79,9 @@ __all__ = [
     "Response",
     "Security",
     "SecurityScopes",
+    "ServerSentEvent",
     "State",
+    "StreamingResponse",
     "UploadFile",
     "asdict",
     "db",
@@ -89,5 +94,6 @@ __all__ = [
     "route",
     "security",
     "settings",
+    "sse",
     "status",
 ]

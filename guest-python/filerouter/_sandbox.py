@@ -26,6 +26,7 @@ __all__ = [
     "outbound",
     "passwords",
     "plugins",
+    "stream",
     "wit_text",
 ]
 
@@ -84,6 +85,7 @@ try:
     import wit_text  # type: ignore[import-not-found]  # the guest's own module
     from componentize_py_types import Err  # type: ignore[import-not-found]
     from wit_world.imports import environment, kv, outbound, passwords, plugins  # type: ignore[import-not-found]
+    from wit_world.imports import response_stream as stream  # type: ignore[import-not-found]
 
     INSIDE = True
 except ImportError:
@@ -94,6 +96,7 @@ except ImportError:
     outbound = _StandIn("http")
     passwords = _StandIn("passwords")
     plugins = _StandIn("plugins")
+    stream = _StandIn("responses")
 
     class Err(Exception):  # type: ignore[no-redef]  # componentize-py's, inside the sandbox
         """A host call's `err`; never raised outside the sandbox."""

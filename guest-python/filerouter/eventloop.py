@@ -17,6 +17,11 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ._sandbox import outbound as _outbound
+from ._sandbox import stream as _stream
+
+# While a response streams and outbound calls are pending, how often (ms) the loop looks whether
+# the stream is over (its client went away) between the host's waits for the calls.
+_STREAM_CHECK_MS = 250
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -31,6 +36,22 @@ class _TimerOnlySelector(selectors.BaseSelector):
         self._map: dict[FileDescriptorLike, selectors.SelectorKey] = {}
         # Outbound calls awaited by tasks: call number -> what to run once it has news.
         self._outbound: dict[int, list[Callable[[], object]]] = {}
+        # While a response streams: what to run once the host says the stream is over (the
+        # client went away, a limit, shutdown); None otherwise.
+        self._stream_over: list[Callable[[], object]] | None = None
+
+    def watch_stream(self, callback: Callable[[], object] | None) -> None:
+        """Run `callback` (from the loop) once the streamed response is over; None: stop."""
+        self._stream_over = None if callback is None else [callback]
+
+    def _stream_wait(self, ms: int) -> None:
+        """Wait up to `ms` for the stream to be over (the host's `response-stream.wait`, holding no
+        thread); if it is, run what `watch_stream` gave."""
+        callbacks = self._stream_over
+        if callbacks is not None and _stream.wait(ms):
+            self._stream_over = None
+            for callback in callbacks:
+                callback()
 
     def watch_outbound(self, call: int, callback: Callable[[], object]) -> None:
         """Run `callback` (from the loop) once outbound call `call` has news."""
@@ -46,9 +67,12 @@ class _TimerOnlySelector(selectors.BaseSelector):
         if self._outbound:
             # The host waits (holding no thread) until one call has news or the next timer.
             ms = None if timeout is None else max(0, math.ceil(timeout * 1000))
+            if self._stream_over is not None:
+                ms = _STREAM_CHECK_MS if ms is None else min(ms, _STREAM_CHECK_MS)
             for call in _outbound.wait(list(self._outbound), ms):
                 for callback in self._outbound.pop(call, []):
                     callback()
+            self._stream_wait(0)
             return []
         if timeout is None:
             raise RuntimeError(
@@ -56,7 +80,11 @@ class _TimerOnlySelector(selectors.BaseSelector):
                 "(no timers are pending and the sandbox has no sockets)"
             )
         if timeout > 0:
-            time.sleep(timeout)
+            if self._stream_over is not None:
+                # Sleeping between chunks: wake at once when the client goes away.
+                self._stream_wait(max(1, math.ceil(timeout * 1000)))
+            else:
+                time.sleep(timeout)
         return []
 
     def close(self) -> None:

@@ -56,6 +56,10 @@ class RouteInfo:
     response_model_exclude_unset: bool = False
     response_model_exclude_defaults: bool = False
     response_model_exclude_none: bool = False
+    # `response_class=`: for a handler that `yield`s, how its items are sent
+    # (`EventSourceResponse`: Server-Sent Events; another `StreamingResponse` class: as they
+    # are); None: JSON Lines. Other handlers choose their response by what they return.
+    response_class: Any = None
 
 
 def _text(name: str, value: object) -> str | None:
@@ -120,6 +124,7 @@ def route(
     response_model_exclude_unset: bool = False,
     response_model_exclude_defaults: bool = False,
     response_model_exclude_none: bool = False,
+    response_class: Any = None,
 ) -> Callable[[_F], _F]:
     """Describe a handler for `/docs` and `/openapi.json`, with the keyword arguments of
     FastAPI's `@app.get(...)`:
@@ -139,7 +144,17 @@ def route(
       `response_model_exclude_defaults`, `response_model_exclude_none`,
       `response_model_include`, `response_model_exclude` and `response_model_by_alias` say how
       a pydantic model is written out, as in FastAPI.
+    - `response_class`: for a handler that `yield`s, `EventSourceResponse` (`filerouter.sse`)
+      streams its items as Server-Sent Events, another `StreamingResponse` class streams them
+      as they are; without it they stream as JSON Lines (`application/jsonl`), as in FastAPI.
     """
+    if response_class is not None:
+        from .responses import Response
+
+        if not (isinstance(response_class, type) and issubclass(response_class, Response)):
+            raise TypeError(
+                "route(response_class=...) takes a response class, such as EventSourceResponse or StreamingResponse"
+            )
     if isinstance(tags, str) or (tags is not None and not all(isinstance(t, str) for t in tags)):
         raise TypeError('route(tags=...) takes a list of strings, like tags=["items"]')
     if deprecated is not None and not isinstance(deprecated, bool):
@@ -161,6 +176,7 @@ def route(
         response_model_exclude_unset=bool(response_model_exclude_unset),
         response_model_exclude_defaults=bool(response_model_exclude_defaults),
         response_model_exclude_none=bool(response_model_exclude_none),
+        response_class=response_class,
     )
 
     def mark(fn: _F) -> _F:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 from urllib.parse import quote
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Mapping
+    from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping
 
     from .background import BackgroundTask
 
@@ -138,6 +138,62 @@ class HTMLResponse(Response):
 
 class PlainTextResponse(Response):
     media_type = "text/plain"
+
+
+class StreamingResponse(Response):
+    """A response whose body is sent as it is produced, as Starlette's: `content` is a sync or
+    async iterable of `str` (encoded in `charset`) or bytes. The status and headers go out
+    first, then each chunk as the iterable yields it (README, "Streaming responses").
+
+    Middleware sees it like any response; one that wants the body wraps `body_iterator` with an
+    iterator of its own (reading it whole would hold the stream in memory). It has no `body`.
+    """
+
+    def __init__(
+        self,
+        content: Iterable[Any] | AsyncIterable[Any],
+        status_code: int = 200,
+        headers: Mapping[str, str] | None = None,
+        media_type: str | None = None,
+        background: BackgroundTask | None = None,
+    ) -> None:
+        if hasattr(content, "__aiter__"):
+            self.body_iterator: AsyncIterator[Any] = content.__aiter__()  # pyright: ignore[reportAttributeAccessIssue]
+        elif hasattr(content, "__iter__") and not isinstance(content, (str, bytes, bytearray, memoryview)):
+            self.body_iterator = iterate(content)  # pyright: ignore[reportArgumentType]
+        else:
+            raise TypeError(
+                f"StreamingResponse(content=...) takes an iterator or async iterator of str or bytes, "
+                f"not {type(content).__name__}: for a whole body use Response"
+            )
+        super().__init__(None, status_code=status_code, headers=dict(headers or {}), media_type=media_type, background=background)
+        del self.body
+
+    def render(self, content: Any) -> bytes:
+        return b""
+
+    def chunk(self, value: Any) -> bytes:
+        """One item of `body_iterator` as bytes."""
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            return bytes(value)
+        if isinstance(value, str):
+            return value.encode(self.charset)
+        raise TypeError(
+            f"a streamed response's iterator yielded {type(value).__name__}: it may yield str or bytes"
+        )
+
+
+async def iterate(items: Iterable[Any]) -> AsyncIterator[Any]:
+    """A sync iterable as an async iterator; closing it closes a generator's iterator too (its
+    `finally` runs with `GeneratorExit`)."""
+    iterator = iter(items)
+    try:
+        for item in iterator:
+            yield item
+    finally:
+        close = getattr(iterator, "close", None)
+        if close is not None:
+            close()
 
 
 def jsonable(value: Any) -> Any:

@@ -169,6 +169,14 @@ pub struct SandboxSettings {
     pub cpu_ms: Option<u64>,
     pub wall_s: Option<f64>,
     pub max_body_bytes: Option<u64>,
+    /// CPU time one streamed response may use over its whole life (`crate::sandbox::stream`).
+    pub stream_cpu_ms: Option<u64>,
+    /// Seconds one streamed response may last, from the request's start.
+    pub stream_duration_s: Option<f64>,
+    /// Seconds a streamed response may go without sending a chunk before it is cut off.
+    pub stream_idle_s: Option<f64>,
+    /// Streamed responses the project (under `run --tenants`: the tenant) may have open at once.
+    pub max_streams: Option<u32>,
 }
 
 /// How many requests may wait for a turn when `server.queue` does not say.
@@ -246,6 +254,8 @@ impl Settings {
         for (name, value) in [
             ("timeout_s", self.sandbox.timeout_s),
             ("wall_s", self.sandbox.wall_s),
+            ("stream_duration_s", self.sandbox.stream_duration_s),
+            ("stream_idle_s", self.sandbox.stream_idle_s),
         ] {
             if let Some(t) = value
                 && !(t > 0.0 && t.is_finite() && t <= 86_400.0)
@@ -259,6 +269,14 @@ impl Settings {
             && !(1..=86_400_000).contains(&ms)
         {
             return Err("sandbox['cpu_ms'] must be from 1 to 86400000".to_string());
+        }
+        if let Some(ms) = self.sandbox.stream_cpu_ms
+            && !(1..=86_400_000).contains(&ms)
+        {
+            return Err("sandbox['stream_cpu_ms'] must be from 1 to 86400000".to_string());
+        }
+        if self.sandbox.max_streams == Some(0) {
+            return Err("sandbox['max_streams'] must be at least 1".to_string());
         }
         if self.server.workers == Some(0) {
             return Err("server['workers'] must be at least 1".to_string());
@@ -348,6 +366,24 @@ impl Settings {
                 .max_body_bytes
                 .map(|b| b as usize)
                 .unwrap_or(default.max_body_bytes),
+            stream: StreamLimits {
+                cpu: self
+                    .sandbox
+                    .stream_cpu_ms
+                    .map(Duration::from_millis)
+                    .unwrap_or(default.stream.cpu),
+                duration: self
+                    .sandbox
+                    .stream_duration_s
+                    .map(Duration::from_secs_f64)
+                    .unwrap_or(default.stream.duration),
+                idle: self
+                    .sandbox
+                    .stream_idle_s
+                    .map(Duration::from_secs_f64)
+                    .unwrap_or(default.stream.idle),
+                max_open: self.sandbox.max_streams.map(|n| n as usize),
+            },
         }
     }
 }
@@ -366,6 +402,35 @@ pub struct Limits {
     pub wall: Duration,
     /// The largest request body the host accepts (larger bodies get 413).
     pub max_body_bytes: usize,
+    /// What a request's call may use once it streams its response (`crate::sandbox::stream`).
+    pub stream: StreamLimits,
+}
+
+/// The limits of a streamed response (`sandbox["stream_*"]`, `sandbox["max_streams"]`): they
+/// replace the request's `cpu_ms` and `wall_s` once the handler's stream starts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StreamLimits {
+    /// CPU time the whole call may use, the part before the stream started included.
+    pub cpu: Duration,
+    /// How long the call may last in all, counted as `wall_s` is (time queued or waiting for a
+    /// thread is not counted).
+    pub duration: Duration,
+    /// How long the stream may go without a chunk (an SSE keep-alive comment is one).
+    pub idle: Duration,
+    /// Streams open at once in the project (a tenant, under `run --tenants`); None: half the
+    /// instances its requests may use at once, at least one.
+    pub max_open: Option<usize>,
+}
+
+impl Default for StreamLimits {
+    fn default() -> Self {
+        Self {
+            cpu: Duration::from_secs(30),
+            duration: Duration::from_secs(3600),
+            idle: Duration::from_secs(60),
+            max_open: None,
+        }
+    }
 }
 
 impl Limits {
@@ -385,6 +450,7 @@ impl Default for Limits {
             cpu: Duration::from_secs(30),
             wall: Duration::from_secs(30),
             max_body_bytes: 10 * 1024 * 1024,
+            stream: StreamLimits::default(),
         }
     }
 }

@@ -50,8 +50,8 @@ use crate::{
     response_body::{ResponseBudget, ResponseError},
     routes::table::Captured,
     sandbox::{
-        HttpRequest, HttpResponse, PageTarget, ParamValue, PathParam, RouteTarget, SandboxError,
-        Target, Upstream,
+        Answer, HttpRequest, HttpResponse, PageTarget, ParamValue, PathParam, RouteTarget,
+        SandboxError, Target, Upstream, stream::StreamBody,
     },
     scheduler::Limit,
 };
@@ -148,7 +148,28 @@ pub async fn respond(
         )
         .await;
     match result {
-        Ok(response) => {
+        Ok(Answer {
+            response,
+            stream: Some(body),
+        }) => match streamed(response, body) {
+            Ok(response) => response,
+            Err(reason) => {
+                let failure = Failure::simple(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "InvalidResponse",
+                    &reason,
+                    vec![
+                        "Header names are tokens like `X-Request-Id`; values are visible ASCII text"
+                            .into(),
+                    ],
+                );
+                fail(&failure, &info)
+            }
+        },
+        Ok(Answer {
+            response,
+            stream: None,
+        }) => {
             let host_body = if response.host_body {
                 kept_body.lock().ok().and_then(|mut b| b.take())
             } else {
@@ -430,6 +451,23 @@ enum Invalid {
     Unheld(ResponseError),
 }
 
+/// A streamed response: the guest's head, with `body` as its chunks arrive (never charged to
+/// the response budget: a stream holds at most a few chunks, see `crate::sandbox::stream`).
+/// `Err` says why the head is not valid HTTP (the stream is then dropped, and its call stops).
+fn streamed(head: HttpResponse, body: StreamBody) -> Result<Response<Body>, String> {
+    let (status, mut headers) =
+        head_of(head.status, head.headers).map_err(|invalid| match invalid {
+            Invalid::Response(reason) => reason,
+            Invalid::Unheld(error) => error.to_string(),
+        })?;
+    // The length is unknown until the end: hyper sends the body chunked.
+    headers.remove(header::CONTENT_LENGTH);
+    let mut built = Response::new(body.boxed());
+    *built.status_mut() = status;
+    *built.headers_mut() = headers;
+    Ok(built)
+}
+
 /// The guest's response as an HTTP response, its body charged to `budget`; `host_body` is the
 /// host's own body when the guest passed the host's answer on.
 fn from_guest(
@@ -437,27 +475,7 @@ fn from_guest(
     host_body: Option<Body>,
     budget: &ResponseBudget,
 ) -> Result<Response<Body>, Invalid> {
-    let status = StatusCode::from_u16(response.status)
-        .ok()
-        .filter(|s| !s.is_informational())
-        .ok_or_else(|| {
-            Invalid::Response(format!(
-                "the handler returned an invalid status code {}: a final answer is 200 to 599",
-                response.status
-            ))
-        })?;
-    let mut headers = HeaderMap::new();
-    for (name, value) in response.headers {
-        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-            Invalid::Response(format!("the handler set an invalid header name {name:?}"))
-        })?;
-        let value = HeaderValue::from_str(&value).map_err(|_| {
-            Invalid::Response(format!(
-                "the handler set an invalid value for header {name}"
-            ))
-        })?;
-        headers.append(name, value);
-    }
+    let (status, mut headers) = head_of(response.status, response.headers)?;
     let body = match host_body {
         Some(body) => body,
         // 204 and 304 have no body (RFC 9110), whatever the handler returned with them.
@@ -475,6 +493,32 @@ fn from_guest(
     *built.status_mut() = status;
     *built.headers_mut() = headers;
     Ok(built)
+}
+
+/// The guest's status and headers, checked.
+fn head_of(status: u16, pairs: Vec<(String, String)>) -> Result<(StatusCode, HeaderMap), Invalid> {
+    let code = status;
+    let status = StatusCode::from_u16(code)
+        .ok()
+        .filter(|s| !s.is_informational())
+        .ok_or_else(|| {
+            Invalid::Response(format!(
+                "the handler returned an invalid status code {code}: a final answer is 200 to 599"
+            ))
+        })?;
+    let mut headers = HeaderMap::new();
+    for (name, value) in pairs {
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+            Invalid::Response(format!("the handler set an invalid header name {name:?}"))
+        })?;
+        let value = HeaderValue::from_str(&value).map_err(|_| {
+            Invalid::Response(format!(
+                "the handler set an invalid value for header {name}"
+            ))
+        })?;
+        headers.append(name, value);
+    }
+    Ok((status, headers))
 }
 
 /// Headers as the WIT records carry them: lower-case names, values as text.

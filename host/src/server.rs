@@ -409,10 +409,13 @@ pub async fn serve(listener: TcpListener, site: Site, drain: Duration) {
     }
     drop(acceptor);
     tracing::warn!("shutting down: finishing the requests in flight");
-    // Requests in flight, then the background tasks of requests already answered.
+    // Streamed responses end now (their handlers see the stream over); then requests in
+    // flight, the background tasks of requests already answered and the streams' calls.
+    crate::sandbox::stream::stop_all();
     let finished = async {
         graceful.shutdown().await;
         crate::sandbox::background::drained().await;
+        crate::sandbox::stream::drained().await;
     };
     if tokio::time::timeout(drain, finished).await.is_err() {
         tracing::warn!("requests still running after {drain:?}; stopping them");

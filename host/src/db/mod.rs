@@ -295,6 +295,12 @@ pub struct Session {
 }
 
 impl Session {
+    /// Let the request's statements run until `deadline` instead (a request whose response
+    /// streams lasts as long as its stream may); connections opened already keep theirs.
+    pub fn extend_deadline(&mut self, deadline: Instant) {
+        self.deadline = self.deadline.max(deadline);
+    }
+
     /// Charge the CPU of this request's statements to `budget` (the request's, which also
     /// charges its tenant), and stop a statement when the request is past its CPU limit.
     pub fn set_budget(&mut self, budget: crate::scheduler::Budget) {

@@ -191,6 +191,14 @@ pub struct Session {
     news: Arc<Notify>,
 }
 
+impl Session {
+    /// Let the calls last until `deadline` instead (a request whose response streams lasts as
+    /// long as its stream may).
+    pub fn extend_deadline(&mut self, deadline: Instant) {
+        self.deadline = self.deadline.max(deadline);
+    }
+}
+
 /// What `start` is asked for (the WIT record's fields).
 pub struct Request {
     pub method: String,

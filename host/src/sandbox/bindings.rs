@@ -15,6 +15,10 @@ wasmtime::component::bindgen!({
         "filerouter:sandbox/sql": async | trappable,
         // Outbound HTTP waits on the network without holding the guest's thread.
         "filerouter:sandbox/outbound": async,
+        // A stream's chunks wait for the client (back-pressure) without holding the guest's
+        // thread, and so does waiting between chunks.
+        "filerouter:sandbox/response-stream.write": async,
+        "filerouter:sandbox/response-stream.wait": async,
         // Password hashing runs on the guest's thread (its CPU is the request's) and stops the
         // request when the budget says so.
         "filerouter:sandbox/passwords": trappable,

@@ -38,6 +38,7 @@ mod services;
 pub mod slots;
 pub mod snapshot;
 mod stdlib;
+pub mod stream;
 
 use std::{
     future::Future,
@@ -121,8 +122,14 @@ struct CallState {
     /// The host's answer for middleware's `call_next`, when the host serves the target.
     upstream: Option<Upstream>,
     /// Where a request's response goes when the guest sends it before the call ends, to run
-    /// background tasks after it (`background.respond`); taken by the first send.
-    early: Option<tokio::sync::oneshot::Sender<HttpResponse>>,
+    /// background tasks after it (`background.respond`) or to stream its body
+    /// (`response-stream.start`); taken by the first send.
+    early: Option<stream::EarlySender>,
+    /// What a request's call needs to start a stream; None in the server's own calls.
+    stream_setup: Option<stream::Setup>,
+    /// The started stream's writer (`response-stream.write`); dropped with the call, which ends the
+    /// stream's count in its project.
+    stream: Option<stream::Writer>,
     /// This call's plugin instances (`filerouter.plugins`), made on first use; None for a
     /// project without plugins.
     plugins: Option<Box<dyn PluginSession>>,
@@ -152,6 +159,8 @@ impl CallState {
             db: data.db.session(deadline),
             upstream: None,
             early: None,
+            stream_setup: None,
+            stream: None,
             plugins: None,
             budget: None,
             environment: Environment::default(),
@@ -208,6 +217,32 @@ struct Inner {
     declared: Environment,
     /// What route code may call over HTTP; requests' and the start-up hook's calls only.
     outbound: Arc<crate::outbound::Gate>,
+    /// The project's streamed responses open now; kept when the limits change.
+    streams: stream::OpenStreams,
+}
+
+/// What a request's call hands over before it ends.
+pub(crate) enum Early {
+    /// The whole response; background tasks run after it (`background.respond`).
+    Response(HttpResponse),
+    /// The head of a streamed response, and its body (`response-stream.start`).
+    Stream(HttpResponse, stream::Stream),
+}
+
+/// A request's answer: the response, and its streamed body when it streams (the response's
+/// own body is then empty).
+pub struct Answer {
+    pub response: HttpResponse,
+    pub stream: Option<stream::StreamBody>,
+}
+
+impl Answer {
+    fn whole(response: HttpResponse) -> Self {
+        Self {
+            response,
+            stream: None,
+        }
+    }
 }
 
 /// The time limits of the server's own calls into the guest (inspecting a route file,
@@ -271,6 +306,7 @@ impl Sandbox {
                 declared: environment.without_values(),
                 environment,
                 outbound: Arc::new(crate::outbound::Gate::closed()),
+                streams: stream::OpenStreams::default(),
             }),
         })
     }
@@ -357,7 +393,7 @@ impl Sandbox {
         target: Target,
         root_files: &[(String, String)],
         upstream: Option<Upstream>,
-    ) -> Result<HttpResponse, SandboxError> {
+    ) -> Result<Answer, SandboxError> {
         let label = match &target {
             Target::Route(route) => {
                 format!("{} {} routes/{}", request.method, request.path, route.file)
@@ -366,11 +402,17 @@ impl Sandbox {
             Target::Host => format!("{} {} middleware.py", request.method, request.path),
         };
         let root_files = root_files.to_vec();
-        // Background tasks: the guest may send its response before the call ends
-        // (`background.respond`), then run the tasks in the same instance, under the same
-        // limits. The answer goes out then; the rest of the call goes on in a task of its own,
-        // and how it ends is logged (see `background`).
+        // Background tasks and streams: the guest may send its response (or a streamed
+        // response's head) before the call ends (`background.respond`, `response-stream.start`), then
+        // run the tasks or write the stream's chunks in the same instance. The answer goes out
+        // then; the rest of the call goes on in a task of its own, and how it ends is logged
+        // (see `background` and `stream`).
         let (early, mut sent) = tokio::sync::oneshot::channel();
+        let setup = stream::Setup {
+            limits: self.inner.limits.stream,
+            open: self.inner.streams.clone(),
+            cap: self.stream_cap(),
+        };
         let this = self.clone();
         let logged = label.clone();
         let mut call = Box::pin(async move {
@@ -378,6 +420,7 @@ impl Sandbox {
                 Box::pin(async move {
                     store.data_mut().upstream = upstream;
                     store.data_mut().early = Some(early);
+                    store.data_mut().stream_setup = Some(setup);
                     router
                         .filerouter_sandbox_guest()
                         .call_handle(store, &request, &target, &root_files)
@@ -390,17 +433,57 @@ impl Sandbox {
             biased;
             outcome = &mut call => match sent.try_recv() {
                 // Sent, and the tasks were quick: the answer is the one sent, whatever they did.
-                Ok(response) => {
+                Ok(Early::Response(response)) => {
                     background::ended(&logged, outcome);
-                    Ok(response)
+                    Ok(Answer::whole(response))
                 }
-                Err(_) => outcome,
+                // A stream that ended already: its body ends after the chunks it wrote.
+                Ok(Early::Stream(head, started)) => {
+                    let (body, feed) = started.split();
+                    stream::supervise(logged, std::future::ready(outcome), feed);
+                    Ok(Answer {
+                        response: head,
+                        stream: Some(body),
+                    })
+                }
+                Err(_) => outcome.map(Answer::whole),
             },
-            Ok(response) = &mut sent => {
-                background::spawn(logged, call);
-                Ok(response)
-            }
+            Ok(early) = &mut sent => match early {
+                Early::Response(response) => {
+                    background::spawn(logged, call);
+                    Ok(Answer::whole(response))
+                }
+                Early::Stream(head, started) => {
+                    let (body, feed) = started.split();
+                    stream::supervise(logged, call, feed);
+                    Ok(Answer {
+                        response: head,
+                        stream: Some(body),
+                    })
+                }
+            },
         }
+    }
+
+    /// How many streamed responses the project may have open at once: its setting, else half
+    /// the instances its requests may use at once (its queue's concurrency, at most the
+    /// scheduler's workers), at least one.
+    fn stream_cap(&self) -> usize {
+        if let Some(cap) = self.inner.limits.stream.max_open {
+            return cap.max(1);
+        }
+        let queue = &self.inner.queue;
+        let lanes = queue
+            .stats()
+            .config
+            .concurrency
+            .min(queue.scheduler().workers());
+        (lanes / 2).max(1)
+    }
+
+    /// The project's streamed responses open now.
+    pub fn open_streams(&self) -> usize {
+        self.inner.streams.count()
     }
 
     /// Run the project's start-up hook (`startup()` in `startup.py`) in an instance of its own,

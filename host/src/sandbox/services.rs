@@ -5,7 +5,8 @@
 //! speed (`crate::passwords`); and `environment`, the settings and secrets the operator gives
 //! (`crate::environment`); and `background`, which sends a request's response before its
 //! background tasks run (`super::Sandbox::handle`); and `outbound`, route code's HTTP calls
-//! through the project's gate (`crate::outbound`). Each impl here only adapts the generated
+//! through the project's gate (`crate::outbound`); and `response-stream`, a streamed response's head and
+//! chunks (`super::stream`). Each impl here only adapts the generated
 //! trait to the service's own module.
 //!
 //! These are the only calls out of the sandbox besides WASI's clock, randomness and stdio;
@@ -16,8 +17,8 @@ use std::time::Duration;
 use super::{
     CallState,
     bindings::filerouter::sandbox::{
-        background, environment, kv, outbound, passwords, plugins, snapshot, sql, stdlib, types,
-        upstream,
+        background, environment, kv, outbound, passwords, plugins, response_stream, snapshot, sql,
+        stdlib, types, upstream,
     },
 };
 use crate::{
@@ -360,8 +361,69 @@ impl background::Host for CallState {
     /// the call goes on to run the background tasks.
     fn respond(&mut self, response: HttpResponse) -> bool {
         match self.early.take() {
-            Some(sender) => sender.send(response).is_ok(),
+            Some(sender) => sender.send(super::Early::Response(response)).is_ok(),
             None => false,
+        }
+    }
+}
+
+impl response_stream::Host for CallState {
+    /// Hands a streamed response's head and body to [`super::Sandbox::handle`], which answers
+    /// with them while the call goes on to write the chunks; from now on the call runs under
+    /// the stream's limits (`super::stream`).
+    fn start(&mut self, head: HttpResponse) -> Result<(), String> {
+        if self.stream.is_some() {
+            return Err("a stream was started already".into());
+        }
+        if !head.body.is_empty() || head.host_body {
+            return Err("a stream's head has no body: write it in chunks".into());
+        }
+        let Some(setup) = self.stream_setup.clone() else {
+            return Err(super::stream::Refused::NotARequest.to_string());
+        };
+        let Some(early) = self.early.take() else {
+            return Err(super::stream::Refused::Sent.to_string());
+        };
+        match super::stream::start(&setup, early, head) {
+            Ok(writer) => {
+                self.stream = Some(writer);
+                // The stream's limits, counted from the request's start; the database and the
+                // outbound calls may last as long as it does.
+                if let Some(budget) = &self.budget {
+                    budget.extend(crate::scheduler::TimeLimits {
+                        cpu: setup.limits.cpu,
+                        wall: setup.limits.duration,
+                    });
+                }
+                let deadline = std::time::Instant::now() + setup.limits.duration;
+                self.db.extend_deadline(deadline);
+                if let Some(outbound) = self.outbound.as_mut() {
+                    outbound.extend_deadline(deadline);
+                }
+                Ok(())
+            }
+            Err((early, refused)) => {
+                self.early = early;
+                Err(refused.to_string())
+            }
+        }
+    }
+
+    async fn write(&mut self, chunk: Vec<u8>) -> Result<(), String> {
+        match self.stream.as_ref() {
+            Some(writer) => writer.write(chunk).await,
+            None => Err("no stream was started (`response-stream.start` first)".into()),
+        }
+    }
+
+    async fn wait(&mut self, timeout_ms: u64) -> bool {
+        let timeout = Duration::from_millis(timeout_ms);
+        match self.stream.as_ref() {
+            Some(writer) => writer.wait(timeout).await,
+            None => {
+                tokio::time::sleep(timeout).await;
+                false
+            }
         }
     }
 }

@@ -84,6 +84,11 @@ pub enum Verdict {
 
 const NOT_READY: u64 = u64::MAX;
 
+/// `duration` in nanoseconds, saturating.
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// The CPU time this thread has used, in nanoseconds.
 pub(crate) fn thread_cpu_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -104,7 +109,11 @@ pub(crate) fn thread_cpu_ns() -> u64 {
 /// fields, and only while it polls.
 pub(crate) struct Meter {
     started: Instant,
-    limits: TimeLimits,
+    /// The CPU limit, in nanoseconds: `TimeLimits::cpu`, raised when the call becomes a stream
+    /// ([`Budget::extend`]).
+    cpu_limit: AtomicU64,
+    /// The wall-clock limit, in nanoseconds, likewise.
+    wall_limit: AtomicU64,
     queue: Arc<QueueShared>,
     /// CPU of finished polls.
     cpu_done: AtomicU64,
@@ -134,7 +143,8 @@ impl Meter {
     pub(crate) fn new(limits: TimeLimits, queue: Arc<QueueShared>) -> Meter {
         Meter {
             started: Instant::now(),
-            limits,
+            cpu_limit: AtomicU64::new(nanos(limits.cpu)),
+            wall_limit: AtomicU64::new(nanos(limits.wall)),
             queue,
             cpu_done: AtomicU64::new(0),
             host_cpu: AtomicU64::new(0),
@@ -146,6 +156,14 @@ impl Meter {
             ready_at: AtomicU64::new(NOT_READY),
             tripped: AtomicU8::new(0),
             used_at_trip: AtomicU64::new(0),
+        }
+    }
+
+    /// The limits in force now.
+    pub(crate) fn limits(&self) -> TimeLimits {
+        TimeLimits {
+            cpu: Duration::from_nanos(self.cpu_limit.load(SeqCst)),
+            wall: Duration::from_nanos(self.wall_limit.load(SeqCst)),
         }
     }
 
@@ -248,12 +266,12 @@ impl Meter {
         match self.tripped.load(Relaxed) {
             1 => Some(Overrun {
                 limit: Limit::Cpu,
-                allowed: self.limits.cpu,
+                allowed: self.limits().cpu,
                 used,
             }),
             2 => Some(Overrun {
                 limit: Limit::Wall,
-                allowed: self.limits.wall,
+                allowed: self.limits().wall,
                 used,
             }),
             _ => None,
@@ -262,7 +280,7 @@ impl Meter {
 
     /// The wall-clock time left before the limit.
     pub(crate) fn wall_left(&self) -> Duration {
-        self.limits.wall.saturating_sub(self.wall())
+        self.limits().wall.saturating_sub(self.wall())
     }
 }
 
@@ -281,12 +299,12 @@ impl Budget {
         let cpu = meter.cpu_in_poll();
         let all_cpu = cpu + meter.host_cpu.load(Relaxed);
         meter.charge(all_cpu);
-        if all_cpu >= meter.limits.cpu.as_nanos() as u64 {
+        if all_cpu >= meter.cpu_limit.load(SeqCst) {
             meter.trip(Limit::Cpu, Duration::from_nanos(all_cpu));
             return Verdict::Stop;
         }
         let wall = meter.wall_with(cpu);
-        if wall >= meter.limits.wall {
+        if wall >= meter.limits().wall {
             meter.trip(Limit::Wall, wall);
             return Verdict::Stop;
         }
@@ -306,16 +324,29 @@ impl Budget {
             meter.host_cpu.fetch_add(used.as_nanos() as u64, Relaxed) + used.as_nanos() as u64;
         let done = meter.cpu_done.load(Relaxed);
         meter.charge(done + host);
-        if done + host >= meter.limits.cpu.as_nanos() as u64 {
+        if done + host >= meter.cpu_limit.load(SeqCst) {
             meter.trip(Limit::Cpu, Duration::from_nanos(done + host));
             return false;
         }
         let wall = meter.wall();
-        if wall >= meter.limits.wall {
+        if wall >= meter.limits().wall {
             meter.trip(Limit::Wall, wall);
             return false;
         }
         true
+    }
+
+    /// From now on, the call runs under `limits` instead of the ones it started with, counted
+    /// from its start (what it used so far counts against them): a request's call that became
+    /// a streamed response takes the stream's limits. A call already stopped stays stopped.
+    pub fn extend(&self, limits: TimeLimits) {
+        self.meter.cpu_limit.store(nanos(limits.cpu), SeqCst);
+        self.meter.wall_limit.store(nanos(limits.wall), SeqCst);
+    }
+
+    /// The limits the call runs under now.
+    pub fn limits(&self) -> TimeLimits {
+        self.meter.limits()
     }
 
     /// Which limit stopped the call, once [`Budget::tick`] said [`Verdict::Stop`].

@@ -12,6 +12,7 @@
 //! [defaults]                     # every tenant's limits, unless its own section says otherwise
 //! memory_mb = 128
 //! cpu_ms = 200
+//! max_streams = 2                # streamed responses open at once [default: half its concurrency]
 //!
 //! [tenant.acme]
 //! hosts = ["acme.example.com", "*.acme.example.com"]
@@ -82,6 +83,10 @@ struct RawLimits {
     db_max_result_mb: Option<Spanned<u64>>,
     db_max_temp_mb: Option<Spanned<u64>>,
     db_max_memory_mb: Option<Spanned<u64>>,
+    max_streams: Option<Spanned<u64>>,
+    stream_cpu_ms: Option<Spanned<u64>>,
+    stream_duration_s: Option<Spanned<f64>>,
+    stream_idle_s: Option<Spanned<f64>>,
 }
 
 /// A `[tenant.NAME]` section as written: the tenant's own keys and any limit.
@@ -118,6 +123,10 @@ struct RawTenant {
     db_max_result_mb: Option<Spanned<u64>>,
     db_max_temp_mb: Option<Spanned<u64>>,
     db_max_memory_mb: Option<Spanned<u64>>,
+    max_streams: Option<Spanned<u64>>,
+    stream_cpu_ms: Option<Spanned<u64>>,
+    stream_duration_s: Option<Spanned<f64>>,
+    stream_idle_s: Option<Spanned<f64>>,
 }
 
 impl RawTenant {
@@ -137,6 +146,10 @@ impl RawTenant {
             db_max_result_mb: self.db_max_result_mb.clone(),
             db_max_temp_mb: self.db_max_temp_mb.clone(),
             db_max_memory_mb: self.db_max_memory_mb.clone(),
+            max_streams: self.max_streams.clone(),
+            stream_cpu_ms: self.stream_cpu_ms.clone(),
+            stream_duration_s: self.stream_duration_s.clone(),
+            stream_idle_s: self.stream_idle_s.clone(),
         }
     }
 }
@@ -172,6 +185,9 @@ pub struct TenantLimits {
     pub max_body_bytes: usize,
     pub kv: crate::kv::Bounds,
     pub db: crate::db::Bounds,
+    /// Its streamed responses' limits (`max_streams`, `stream_cpu_ms`, `stream_duration_s`,
+    /// `stream_idle_s`).
+    pub stream: crate::config::StreamLimits,
 }
 
 impl Default for TenantLimits {
@@ -186,6 +202,7 @@ impl Default for TenantLimits {
             max_body_bytes: sandbox.max_body_bytes,
             kv: crate::kv::Bounds::default(),
             db: crate::db::Bounds::default(),
+            stream: sandbox.stream,
         }
     }
 }
@@ -529,6 +546,19 @@ fn resolve(raw: &RawLimits, base: &TenantLimits) -> Result<TenantLimits, (Range<
     }
     if let Some(ms) = positive(&raw.cpu_ms, "cpu_ms")? {
         limits.cpu = Duration::from_millis(ms.min(86_400_000));
+    }
+    if let Some(n) = positive(&raw.max_streams, "max_streams")? {
+        limits.stream.max_open = Some(usize::try_from(n).unwrap_or(usize::MAX).min(1_000_000));
+    }
+    if let Some(ms) = positive(&raw.stream_cpu_ms, "stream_cpu_ms")? {
+        limits.stream.cpu = Duration::from_millis(ms.min(86_400_000));
+    }
+    if let Some(s) = &raw.stream_duration_s {
+        limits.stream.duration =
+            seconds(s).map_err(|m| (s.span(), format!("`stream_duration_s` {m}")))?;
+    }
+    if let Some(s) = &raw.stream_idle_s {
+        limits.stream.idle = seconds(s).map_err(|m| (s.span(), format!("`stream_idle_s` {m}")))?;
     }
     if let Some(s) = &raw.wall_s {
         limits.wall = seconds(s).map_err(|m| (s.span(), format!("`wall_s` {m}")))?;

@@ -276,6 +276,7 @@ impl Tenant {
             cpu: limits.cpu,
             wall: limits.wall,
             max_body_bytes: limits.max_body_bytes,
+            stream: limits.stream,
         }
     }
 
