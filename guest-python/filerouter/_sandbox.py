@@ -85,7 +85,8 @@ try:
     import wit_text  # type: ignore[import-not-found]  # the guest's own module
     from componentize_py_types import Err  # type: ignore[import-not-found]
     from wit_world.imports import environment, kv, outbound, passwords, plugins  # type: ignore[import-not-found]
-    from wit_world.imports import response_stream as stream  # type: ignore[import-not-found]
+    # (mypy reports the missing module once, on the line above; pyright on each line.)
+    from wit_world.imports import response_stream as stream  # type: ignore[import-not-found, unused-ignore]
 
     INSIDE = True
 except ImportError:
