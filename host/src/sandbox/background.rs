@@ -10,35 +10,22 @@
 //! traceback. The instance stays the request's (it counts against `server.workers`) until the
 //! tasks are done. A stopping server waits for them within its drain time ([`drained`]).
 
-use std::{
-    future::Future,
-    sync::atomic::{AtomicUsize, Ordering},
-};
+use std::future::Future;
 
-use tokio::sync::Notify;
-
-use super::{HttpResponse, SandboxError};
+use super::{HttpResponse, SandboxError, lingering::Lingering};
 use crate::scheduler::Limit;
 
 /// Calls still running their background tasks, in this process.
-static RUNNING: AtomicUsize = AtomicUsize::new(0);
-/// Woken whenever [`RUNNING`] drops to zero.
-static IDLE: Notify = Notify::const_new();
+static RUNNING: Lingering = Lingering::new();
 
 /// How many requests are still running background tasks.
 pub fn running() -> usize {
-    RUNNING.load(Ordering::SeqCst)
+    RUNNING.running()
 }
 
 /// Resolves once no request is running background tasks (at once if none is).
 pub async fn drained() {
-    loop {
-        let idle = IDLE.notified();
-        if running() == 0 {
-            return;
-        }
-        idle.await;
-    }
+    RUNNING.drained().await;
 }
 
 /// Let `call`, whose response was sent already, finish in a task of its own; log how it ends.
@@ -46,24 +33,12 @@ pub fn spawn<F>(label: String, call: F)
 where
     F: Future<Output = Result<HttpResponse, SandboxError>> + Send + 'static,
 {
-    RUNNING.fetch_add(1, Ordering::SeqCst);
-    let running = Running;
+    let running = RUNNING.enter();
     tokio::spawn(async move {
         let _running = running;
         let outcome = call.await;
         ended(&label, outcome);
     });
-}
-
-/// Counts a call in [`RUNNING`] for as long as it lives, however its task ends.
-struct Running;
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if RUNNING.fetch_sub(1, Ordering::SeqCst) == 1 {
-            IDLE.notify_waiters();
-        }
-    }
 }
 
 /// Log how the background part of request `label`'s call ended (its response was sent).

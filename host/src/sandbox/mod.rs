@@ -31,6 +31,7 @@ pub mod engine;
 mod guest;
 pub mod image;
 mod limits;
+mod lingering;
 pub mod output;
 pub mod plugin_calls;
 pub mod reset;

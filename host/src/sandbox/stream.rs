@@ -47,10 +47,10 @@ use std::{
 
 use bytes::Bytes;
 use hyper::body::{Frame, SizeHint};
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use super::{HttpResponse, SandboxError};
+use super::{HttpResponse, SandboxError, lingering::Lingering};
 pub use crate::config::StreamLimits;
 use crate::scheduler::Limit;
 
@@ -65,9 +65,7 @@ pub const QUEUED_CHUNKS: usize = 2;
 pub const DISCONNECT_GRACE: Duration = Duration::from_secs(1);
 
 /// Streams whose calls are still running, in this process.
-static RUNNING: AtomicUsize = AtomicUsize::new(0);
-/// Woken whenever [`RUNNING`] drops to zero.
-static IDLE: Notify = Notify::const_new();
+static RUNNING: Lingering = Lingering::new();
 
 /// Cancelled when the server stops: every stream's body ends.
 fn stopping() -> &'static CancellationToken {
@@ -83,18 +81,12 @@ pub fn stop_all() {
 
 /// How many streams' calls are running now.
 pub fn running() -> usize {
-    RUNNING.load(Ordering::SeqCst)
+    RUNNING.running()
 }
 
 /// Resolves once no stream's call is running (at once if none is).
 pub async fn drained() {
-    loop {
-        let idle = IDLE.notified();
-        if running() == 0 {
-            return;
-        }
-        idle.await;
-    }
+    RUNNING.drained().await;
 }
 
 /// The streams one project (a tenant) has open: shared by every variant of its sandbox.
@@ -290,8 +282,7 @@ pub(super) fn supervise<F>(label: String, call: F, feed: Feed)
 where
     F: Future<Output = Result<HttpResponse, SandboxError>> + Send + 'static,
 {
-    RUNNING.fetch_add(1, Ordering::SeqCst);
-    let running = Running;
+    let running = RUNNING.enter();
     tokio::spawn(async move {
         let _running = running;
         let mut call = Box::pin(call);
@@ -350,17 +341,6 @@ fn ended_badly(label: &str, error: &SandboxError) {
         error => tracing::error!(
             "{label}: the streamed response was stopped (the body was cut off): {error}"
         ),
-    }
-}
-
-/// Counts a stream's call in [`RUNNING`] for as long as it lives.
-struct Running;
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if RUNNING.fetch_sub(1, Ordering::SeqCst) == 1 {
-            IDLE.notify_waiters();
-        }
     }
 }
 
