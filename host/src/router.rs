@@ -153,18 +153,7 @@ pub async fn respond(
             stream: Some(body),
         }) => match streamed(response, body) {
             Ok(response) => response,
-            Err(reason) => {
-                let failure = Failure::simple(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "InvalidResponse",
-                    &reason,
-                    vec![
-                        "Header names are tokens like `X-Request-Id`; values are visible ASCII text"
-                            .into(),
-                    ],
-                );
-                fail(&failure, &info)
-            }
+            Err(reason) => fail(&invalid_response(&reason), &info),
         },
         Ok(Answer {
             response,
@@ -177,18 +166,7 @@ pub async fn respond(
             };
             match from_guest(response, host_body, budget.responses()) {
                 Ok(response) => response,
-                Err(Invalid::Response(reason)) => {
-                    let failure = Failure::simple(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        "InvalidResponse",
-                        &reason,
-                        vec![
-                            "Header names are tokens like `X-Request-Id`; values are visible ASCII text"
-                                .into(),
-                        ],
-                    );
-                    fail(&failure, &info)
-                }
+                Err(Invalid::Response(reason)) => fail(&invalid_response(&reason), &info),
                 Err(Invalid::Unheld(ResponseError::Busy)) => ResponseError::busy_response(),
                 Err(Invalid::Unheld(error @ ResponseError::TooLarge { max, .. })) => {
                     let failure = Failure::simple(
@@ -542,6 +520,16 @@ pub fn content_length(headers: &HeaderMap) -> Option<u64> {
         .ok()?
         .parse()
         .ok()
+}
+
+/// 500 for a response the guest gave that HTTP cannot carry (a header name or value, say).
+fn invalid_response(reason: &str) -> Failure {
+    Failure::simple(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "InvalidResponse",
+        reason,
+        vec!["Header names are tokens like `X-Request-Id`; values are visible ASCII text".into()],
+    )
 }
 
 /// 503 for a request whose queue is full: it never ran; the client may try again later.
