@@ -25,6 +25,7 @@ import nonetwork  # noqa: F401  (socket errors that say where HTTP calls go inst
 import pipeline
 import project
 import settings
+import sockets
 import urllib_outbound  # noqa: F401  (urllib.request through the host's outbound gate)
 import warmup
 import wit_text
@@ -43,6 +44,8 @@ from wit_world.imports.types import (
 )
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
+# A route file's handlers: the HTTP methods', and `WEBSOCKET` for WebSocket connections.
+HANDLERS = METHODS + ("WEBSOCKET",)
 
 
 def _start_instance():
@@ -54,7 +57,7 @@ def _start_instance():
 
 
 def _handlers(module):
-    for method in METHODS:
+    for method in HANDLERS:
         fn = getattr(module, method, None)
         if inspect.isfunction(fn) or inspect.iscoroutinefunction(fn):
             yield method, fn
@@ -67,13 +70,14 @@ def _require_handlers(module, file):
     near = [
         name
         for name, value in vars(module).items()
-        if callable(value) and name.upper() in METHODS and name not in METHODS
+        if callable(value) and name.upper() in HANDLERS and name not in HANDLERS
     ]
     suggestions = [f"Rename `{name}` to `{name.upper()}`: handler names are upper case" for name in near]
     suggestions.append(
         "A route file serves the HTTP methods whose functions it defines: "
         + ", ".join(f"`{m}`" for m in METHODS[:5])
-        + " (and optionally `HEAD`, `OPTIONS`), e.g. `def GET(request):`"
+        + " (and optionally `HEAD`, `OPTIONS`), e.g. `def GET(request):`, and `WEBSOCKET` for "
+        + "WebSocket connections: `async def WEBSOCKET(websocket):`"
     )
     raise NoHandlerError(
         f"routes/{file} defines no handler function",
@@ -215,6 +219,8 @@ class Guest(exports.Guest):
             response = pipeline.run(req, target, dict(root_files))
         except BaseException as exc:
             raise Err(project.error_report(exc)) from None
+        if sockets.accepted():
+            return _SENT  # the WebSocket's 101 went out when it was accepted
         if isinstance(response, StreamingResponse):
             return _stream(response)
         try:

@@ -23,6 +23,7 @@ import traceback
 
 import pages
 import project
+import sockets
 import streaming
 import wit_text
 from filerouter import background, models, operation, params, sse
@@ -132,6 +133,11 @@ async def _route(request, target):
     if not callable(fn):
         return JSONResponse({"detail": "Method Not Allowed"}, status_code=405)
     async with contextlib.AsyncExitStack() as stack:
+        if target.handler == "WEBSOCKET":
+            # The whole connection runs here; what returns answers a handshake not accepted
+            # (`sockets`), or stands for the 101 the host sent already.
+            refused = await sockets.run(fn, request, stack)
+            return refused if refused is not None else Response(status_code=101)
         resolver = params.Resolver(request, request.path_params, stack)
         kwargs = await resolver.kwargs(fn, check=True)
         if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):

@@ -45,6 +45,8 @@ SCHEMA = {
         "stream_duration_s": (int, float),
         "stream_idle_s": (int, float),
         "max_streams": int,
+        "websocket_message_cpu_ms": int,
+        "websocket_max_message_bytes": int,
     },
     "plugins": "plugins",
     "database": {
@@ -96,6 +98,8 @@ RANGES = {
     ("sandbox", "stream_duration_s"): (0, 86400, False),
     ("sandbox", "stream_idle_s"): (0, 86400, False),
     ("sandbox", "max_streams"): (1, 1_000_000, True),
+    ("sandbox", "websocket_message_cpu_ms"): (1, 86_400_000, True),
+    ("sandbox", "websocket_max_message_bytes"): (125, 64 * 1024 * 1024, True),
     ("database", "max_size_mb"): (1, 1 << 30, True),
     ("database", "max_rows"): (1, 2**63 - 1, True),
     ("database", "max_result_mb"): (1, 1 << 20, True),

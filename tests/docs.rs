@@ -9,11 +9,7 @@
 
 mod support;
 
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
-    time::Duration,
-};
+use std::{path::Path, process::Command, time::Duration};
 
 use serde_json::{Value, json};
 use support::{
@@ -865,29 +861,10 @@ fn schemathesis(venv: &Path, project: &Project, also_excluded: &[&str]) {
     }
 }
 
-/// `node` and the Chromium the browser test drives, or what is missing.
-fn browser_tools() -> Result<(PathBuf, PathBuf), String> {
-    let chromium = std::env::var_os("FILEROUTER_CHROMIUM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
-    if !chromium.exists() {
-        return Err(format!("no Chromium at {}", chromium.display()));
-    }
-    run(Command::new("node").arg("--version")).map_err(|_| "no node".to_string())?;
-    let dir = workspace().join("tests/browser");
-    if !dir.join("node_modules/playwright-core").exists() {
-        run(Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-            .current_dir(&dir))
-        .map_err(|e| format!("npm ci in tests/browser failed (npm and the npm registry): {e}"))?;
-    }
-    Ok((chromium, dir))
-}
-
 #[test]
 fn docs_page_works_in_a_real_browser() {
     const TEST: &str = "docs_page_works_in_a_real_browser";
-    let (chromium, dir) = match browser_tools() {
+    let (chromium, dir) = match support::tools::browser() {
         Ok(tools) => tools,
         Err(why) => {
             return missing(

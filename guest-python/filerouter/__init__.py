@@ -13,7 +13,7 @@ Route files use it like FastAPI::
 
 # `passwords` also gives `hashlib` its `pbkdf2_hmac` and `scrypt`, and brings the sandbox's own
 # `bcrypt` and `argon2` packages into the snapshot.
-from . import db, http, kv, passwords, plugins, security, sse, status
+from . import db, http, kv, passwords, plugins, security, sse, status, websockets
 from .background import BackgroundTasks
 from .environment import env, settings
 from .exceptions import HTTPException
@@ -32,6 +32,7 @@ from .responses import (
     StreamingResponse,
 )
 from .sse import EventSourceResponse, ServerSentEvent
+from .websockets import WebSocket, WebSocketDisconnect, WebSocketException, WebSocketState
 from .security import (
     APIKeyCookie,
     APIKeyHeader,
@@ -83,6 +84,10 @@ __all__ = [
     "State",
     "StreamingResponse",
     "UploadFile",
+    "WebSocket",
+    "WebSocketDisconnect",
+    "WebSocketException",
+    "WebSocketState",
     "asdict",
     "db",
     "env",
@@ -96,4 +101,5 @@ __all__ = [
     "settings",
     "sse",
     "status",
+    "websockets",
 ]

@@ -5,7 +5,8 @@ code never waits on file descriptors here (there are none it may open); what it 
 timers and the host's outbound HTTP calls (`filerouter.http`). So the loop's selector sleeps
 until the next timer is due, or, while calls are pending, asks the host for those with news
 (one `outbound.wait` for all of them, so `asyncio.gather` of calls waits for the slowest, not
-the sum). That is enough for `asyncio.sleep`, `gather`, tasks, queues, locks and HTTP calls.
+the sum), or, while a WebSocket handler awaits a message, waits for that (`watch_socket`).
+That is enough for `asyncio.sleep`, `gather`, tasks, queues, locks, HTTP calls and sockets.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from ._sandbox import stream as _stream
 # While a response streams and outbound calls are pending, how often (ms) the loop looks whether
 # the stream is over (its client went away) between the host's waits for the calls.
 _STREAM_CHECK_MS = 250
+# While a WebSocket handler awaits a message and outbound calls are pending, how often (ms) the
+# loop looks for the message between the host's waits for the calls.
+_SOCKET_CHECK_MS = 20
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -39,6 +43,32 @@ class _TimerOnlySelector(selectors.BaseSelector):
         # While a response streams: what to run once the host says the stream is over (the
         # client went away, a limit, shutdown); None otherwise.
         self._stream_over: list[Callable[[], object]] | None = None
+        # While a WebSocket handler awaits the next message: the future it awaits, and how
+        # to ask the host for the message (within a time in ms, None: as long as it takes).
+        self._socket_waiter: asyncio.Future[Any] | None = None
+        self._socket_next: Callable[[int | None], object] | None = None
+
+    def watch_socket(self, waiter: asyncio.Future[Any] | None, receive: Callable[[int | None], object] | None = None) -> None:
+        """Give `waiter` the WebSocket's next event, which `receive(ms)` asks the host for
+        (from `select`); None: stop."""
+        self._socket_waiter = waiter
+        self._socket_next = receive
+
+    def _socket_receive(self, ms: int | None) -> None:
+        """Wait up to `ms` (None: as long as it takes) for the WebSocket's next event, for
+        the waiter `watch_socket` gave."""
+        waiter, receive = self._socket_waiter, self._socket_next
+        if waiter is None or receive is None or waiter.done():
+            return
+        try:
+            event = receive(ms)
+        except Exception as failed:  # the host refused: hand the error to the handler
+            self._socket_waiter = None
+            waiter.set_exception(failed)
+            return
+        if event is not None:
+            self._socket_waiter = None
+            waiter.set_result(event)
 
     def watch_stream(self, callback: Callable[[], object] | None) -> None:
         """Run `callback` (from the loop) once the streamed response is over; None: stop."""
@@ -64,15 +94,22 @@ class _TimerOnlySelector(selectors.BaseSelector):
         raise KeyError(fileobj)
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        if self._socket_waiter is not None and not self._outbound:
+            # The host waits (holding no thread) for a message or until the next timer.
+            self._socket_receive(None if timeout is None else max(0, math.ceil(timeout * 1000)))
+            return []
         if self._outbound:
             # The host waits (holding no thread) until one call has news or the next timer.
             ms = None if timeout is None else max(0, math.ceil(timeout * 1000))
-            if self._stream_over is not None:
+            if self._socket_waiter is not None:
+                ms = _SOCKET_CHECK_MS if ms is None else min(ms, _SOCKET_CHECK_MS)
+            elif self._stream_over is not None:
                 ms = _STREAM_CHECK_MS if ms is None else min(ms, _STREAM_CHECK_MS)
             for call in _outbound.wait(list(self._outbound), ms):
                 for callback in self._outbound.pop(call, []):
                     callback()
             self._stream_wait(0)
+            self._socket_receive(0)
             return []
         if timeout is None:
             raise RuntimeError(

@@ -231,7 +231,7 @@ def _depends_of(param: inspect.Parameter, hint: Any, metadata: Sequence[Any]) ->
 def _spec(param: inspect.Parameter, hints: dict[str, Any]) -> Spec:
     full = hints.get(param.name, _EMPTY)
     hint, metadata = split_annotated(full) if full is not _EMPTY else (_EMPTY, [])
-    if param.name == "request" or (isinstance(hint, type) and issubclass(hint, Request)):
+    if _is_request(param.name, hint):
         return Spec(param.name, "request", hint)
     if isinstance(hint, type) and issubclass(hint, background.BackgroundTasks):
         return Spec(param.name, "background", hint)
@@ -339,9 +339,18 @@ def warm(fn: Callable[..., Any]) -> None:
 
 
 def wants_request(param: inspect.Parameter, hints: dict[str, Any]) -> bool:
-    """Whether a parameter receives the `Request`: named `request` or annotated with `Request`."""
+    """Whether a parameter receives the `Request` (see `_is_request`)."""
     hint, _ = split_annotated(hints.get(param.name, _EMPTY))
-    return param.name == "request" or (isinstance(hint, type) and issubclass(hint, Request))
+    return _is_request(param.name, hint)
+
+
+def _is_request(name: str, hint: Any) -> bool:
+    """Whether a parameter named `name` with type hint `hint` receives the request: named
+    `request`, annotated with `Request` (or `WebSocket`, a kind of request), or named
+    `websocket` without another hint."""
+    if name == "request" or (isinstance(hint, type) and issubclass(hint, Request)):
+        return True
+    return name == "websocket" and hint is _EMPTY
 
 
 def dependency_of(param: inspect.Parameter, hints: dict[str, Any]) -> Callable[..., Any] | None:

@@ -9,8 +9,8 @@
 
 The names of RFC 9110 and the IANA registry; the older names Starlette keeps for compatibility
 (`HTTP_422_UNPROCESSABLE_ENTITY`, `HTTP_413_REQUEST_ENTITY_TOO_LARGE`, ...) are here too, as
-plain constants. The `WS_` codes are WebSocket close codes (filerouter serves no WebSockets; they
-are here so that code importing them still runs).
+plain constants. The `WS_` codes are WebSocket close codes, for `WebSocket.close(code)` and
+`WebSocketException(code)`.
 """
 
 from __future__ import annotations

@@ -238,6 +238,13 @@ fn metrics(tenants: &Tenants, rss: Option<u64>) -> String {
             queue.running as f64,
         );
         out.sample(
+            "filerouter_tenant_open_streams",
+            "gauge",
+            "The tenant's streamed responses and WebSockets open now (each holds a sandbox instance; at most its max_streams).",
+            &labels,
+            tenant.open_streams() as f64,
+        );
+        out.sample(
             "filerouter_tenant_queue_depth",
             "gauge",
             "The tenant's requests waiting for a turn now.",

@@ -23,7 +23,11 @@ pub const METHODS: [&str; 7] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD",
 /// The whole API.
 #[derive(Debug, Clone, Serialize)]
 pub struct Catalog {
+    /// The HTTP routes: what `/openapi.json` describes and the statistics count.
     pub routes: Vec<RouteEntry>,
+    /// The paths that accept WebSocket connections (a `WEBSOCKET` handler), which `/docs`
+    /// lists apart; OpenAPI has no way to describe them (FastAPI leaves them out too).
+    pub websockets: Vec<WebSocketEntry>,
     pub statistics: Statistics,
     pub project: ProjectInfo,
 }
@@ -42,6 +46,18 @@ pub struct RouteEntry {
     /// The path parameters, in URL order.
     pub path_params: Vec<PathParam>,
     pub handlers: Vec<Operation>,
+}
+
+/// A path whose route file defines a `WEBSOCKET` handler.
+#[derive(Debug, Clone, Serialize)]
+pub struct WebSocketEntry {
+    pub path: String,
+    /// The route file, relative to the project (`routes/chat/route.py`).
+    pub file: String,
+    pub summary: Option<String>,
+    pub description: Option<String>,
+    /// The handler's query, header and cookie parameters.
+    pub query_params: Vec<QueryParam>,
 }
 
 /// A path parameter of a route.
@@ -196,17 +212,45 @@ impl Catalog {
             .routes
             .iter()
             .filter_map(|route| {
-                let handlers = route.handlers.as_ref().ok()?;
-                let mut found = entry(&route.pattern, &route.file, handlers);
+                let handlers: Vec<HandlerInfo> = route
+                    .handlers
+                    .as_ref()
+                    .ok()?
+                    .iter()
+                    .filter(|h| h.method != "WEBSOCKET")
+                    .cloned()
+                    .collect();
+                if handlers.is_empty() {
+                    return None;
+                }
+                let mut found = entry(&route.pattern, &route.file, &handlers);
                 // `/products/` for a route declared with `TRAILING_SLASH = True`.
                 found.path = route.path();
                 Some(found)
             })
             .collect();
+        let mut websockets: Vec<WebSocketEntry> = project
+            .routes
+            .iter()
+            .filter_map(|route| {
+                let handler = route.handler("WEBSOCKET")?;
+                let described = entry(&route.pattern, &route.file, std::slice::from_ref(handler));
+                let op = described.handlers.into_iter().next()?;
+                Some(WebSocketEntry {
+                    path: route.path(),
+                    file: format!("routes/{}", route.file),
+                    summary: op.summary,
+                    description: op.description,
+                    query_params: op.query_params,
+                })
+            })
+            .collect();
+        websockets.sort_by(|a, b| a.path.cmp(&b.path));
         routes.sort_by(|a, b| a.path.cmp(&b.path));
         Catalog {
             statistics: Statistics::of(&routes),
             routes,
+            websockets,
             project: info,
         }
     }

@@ -175,8 +175,14 @@ pub struct SandboxSettings {
     pub stream_duration_s: Option<f64>,
     /// Seconds a streamed response may go without sending a chunk before it is cut off.
     pub stream_idle_s: Option<f64>,
-    /// Streamed responses the project (under `run --tenants`: the tenant) may have open at once.
+    /// Streamed responses and WebSockets the project (under `run --tenants`: the tenant) may
+    /// have open at once.
     pub max_streams: Option<u32>,
+    /// CPU time a WebSocket handler may use for each message it receives
+    /// (`crate::sandbox::socket`).
+    pub websocket_message_cpu_ms: Option<u64>,
+    /// The largest WebSocket message, either way, in bytes.
+    pub websocket_max_message_bytes: Option<u64>,
 }
 
 /// How many requests may wait for a turn when `server.queue` does not say.
@@ -274,6 +280,20 @@ impl Settings {
             && !(1..=86_400_000).contains(&ms)
         {
             return Err("sandbox['stream_cpu_ms'] must be from 1 to 86400000".to_string());
+        }
+        if let Some(ms) = self.sandbox.websocket_message_cpu_ms
+            && !(1..=86_400_000).contains(&ms)
+        {
+            return Err(
+                "sandbox['websocket_message_cpu_ms'] must be from 1 to 86400000".to_string(),
+            );
+        }
+        if let Some(bytes) = self.sandbox.websocket_max_message_bytes
+            && !(MIN_WEBSOCKET_MESSAGE..=MAX_WEBSOCKET_MESSAGE).contains(&bytes)
+        {
+            return Err(format!(
+                "sandbox['websocket_max_message_bytes'] must be from {MIN_WEBSOCKET_MESSAGE} to {MAX_WEBSOCKET_MESSAGE}"
+            ));
         }
         if self.sandbox.max_streams == Some(0) {
             return Err("sandbox['max_streams'] must be at least 1".to_string());
@@ -383,6 +403,16 @@ impl Settings {
                     .map(Duration::from_secs_f64)
                     .unwrap_or(default.stream.idle),
                 max_open: self.sandbox.max_streams.map(|n| n as usize),
+                message_cpu: self
+                    .sandbox
+                    .websocket_message_cpu_ms
+                    .map(Duration::from_millis)
+                    .unwrap_or(default.stream.message_cpu),
+                max_message_bytes: self
+                    .sandbox
+                    .websocket_max_message_bytes
+                    .map(|n| n as usize)
+                    .unwrap_or(default.stream.max_message_bytes),
             },
         }
     }
@@ -406,8 +436,9 @@ pub struct Limits {
     pub stream: StreamLimits,
 }
 
-/// The limits of a streamed response (`sandbox["stream_*"]`, `sandbox["max_streams"]`): they
-/// replace the request's `cpu_ms` and `wall_s` once the handler's stream starts.
+/// The limits of a long connection, a streamed response or a WebSocket (`sandbox["stream_*"]`,
+/// `sandbox["max_streams"]`, `sandbox["websocket_*"]`): they replace the request's `cpu_ms` and
+/// `wall_s` once the handler's stream starts or its socket is accepted.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StreamLimits {
     /// CPU time the whole call may use, the part before the stream started included.
@@ -417,10 +448,20 @@ pub struct StreamLimits {
     pub duration: Duration,
     /// How long the stream may go without a chunk (an SSE keep-alive comment is one).
     pub idle: Duration,
-    /// Streams open at once in the project (a tenant, under `run --tenants`); None: half the
-    /// instances its requests may use at once, at least one.
+    /// Streams and sockets open at once in the project (a tenant, under `run --tenants`); None:
+    /// half the instances its requests may use at once, at least one.
     pub max_open: Option<usize>,
+    /// CPU time a WebSocket handler may use from one received message to the next `receive`
+    /// (within `cpu`, which still bounds the whole connection).
+    pub message_cpu: Duration,
+    /// The largest WebSocket message, received or sent (a client's larger one closes the
+    /// connection with 1009).
+    pub max_message_bytes: usize,
 }
+
+/// The bounds of `sandbox["websocket_max_message_bytes"]`.
+pub const MIN_WEBSOCKET_MESSAGE: u64 = 125;
+pub const MAX_WEBSOCKET_MESSAGE: u64 = 64 * 1024 * 1024;
 
 impl Default for StreamLimits {
     fn default() -> Self {
@@ -429,6 +470,8 @@ impl Default for StreamLimits {
             duration: Duration::from_secs(3600),
             idle: Duration::from_secs(60),
             max_open: None,
+            message_cpu: Duration::from_secs(5),
+            max_message_bytes: 1024 * 1024,
         }
     }
 }

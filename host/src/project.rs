@@ -94,6 +94,13 @@ impl Route {
             .find(|h| h.method == method)
     }
 
+    /// Whether the route file defines an HTTP handler (not only `WEBSOCKET`).
+    pub fn serves_http(&self) -> bool {
+        self.handlers
+            .as_ref()
+            .is_ok_and(|handlers| handlers.iter().any(|h| h.method != "WEBSOCKET"))
+    }
+
     /// The value of an `Allow` header for this route.
     pub fn allow(&self) -> String {
         let mut allowed: Vec<&str> = Vec::new();

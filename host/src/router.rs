@@ -51,7 +51,9 @@ use crate::{
     routes::table::Captured,
     sandbox::{
         Answer, HttpRequest, HttpResponse, PageTarget, ParamValue, PathParam, RouteTarget,
-        SandboxError, Target, Upstream, stream::StreamBody,
+        SandboxError, Target, Upstream,
+        socket::{self, Handshake},
+        stream::StreamBody,
     },
     scheduler::Limit,
 };
@@ -59,12 +61,17 @@ use crate::{
 /// Answer one request; its body is read within `budget` and `body_timeout`.
 pub async fn respond(
     app: &App,
-    request: Request<Incoming>,
+    mut request: Request<Incoming>,
     peer: SocketAddr,
     budget: &BodyBudget,
     body_timeout: Duration,
 ) -> Response<Body> {
     let loaded = app.current();
+    // A WebSocket handshake takes the connection's upgrade before the request is taken apart.
+    let handshake = match Handshake::take(&mut request) {
+        Ok(handshake) => handshake,
+        Err(bad) => return bad_handshake(&bad),
+    };
     let (parts, body) = request.into_parts();
     let accept_html = error_page::accepts_html(&parts.headers);
     let mut info = RequestInfo {
@@ -106,7 +113,7 @@ pub async fn respond(
         );
     }
 
-    let target = match decide(app, &loaded, &parts, &mut info).await {
+    let target = match decide(app, &loaded, &parts, handshake.is_some(), &mut info).await {
         Ok(target) => target,
         Err(failure) => return fail(&failure, &info),
     };
@@ -115,6 +122,11 @@ pub async fn respond(
         Decided::Host(response) if !has_middleware => return response,
         Decided::Host(response) => (Target::Host, Some(response)),
         Decided::Guest(target) => (target, None),
+    };
+    // Only a `WEBSOCKET` handler answers a handshake (`decide` saw to that).
+    let handshake = match &target {
+        Target::Route(route) if route.handler == "WEBSOCKET" => handshake,
+        _ => None,
     };
 
     // The guest runs: it gets the whole body, within the limits; `held` keeps the body's
@@ -145,20 +157,19 @@ pub async fn respond(
             target,
             loaded.project.root_files.sources(),
             upstream,
+            handshake,
         )
         .await;
     match result {
-        Ok(Answer {
-            response,
-            stream: Some(body),
-        }) => match streamed(response, body) {
+        Ok(Answer::Streamed(response, body)) => match streamed(response, body) {
             Ok(response) => response,
             Err(reason) => fail(&invalid_response(&reason), &info),
         },
-        Ok(Answer {
-            response,
-            stream: None,
-        }) => {
+        Ok(Answer::Switched(head)) => match switched(head) {
+            Ok(response) => response,
+            Err(reason) => fail(&invalid_response(&reason), &info),
+        },
+        Ok(Answer::Whole(response)) => {
             let host_body = if response.host_body {
                 kept_body.lock().ok().and_then(|mut b| b.take())
             } else {
@@ -198,6 +209,7 @@ async fn decide(
     app: &App,
     loaded: &Loaded,
     parts: &Parts,
+    websocket: bool,
     info: &mut RequestInfo,
 ) -> Result<Decided, Box<Failure>> {
     let project = &loaded.project;
@@ -247,7 +259,21 @@ async fn decide(
             return Err(Box::new(Failure::from_project(error)));
         }
         let method = parts.method.as_str();
-        let handler = if route.handler(method).is_some() {
+        let handler = if websocket {
+            // A handshake goes to the `WEBSOCKET` handler; a route without one refuses it, as
+            // Starlette does for a path with no WebSocket route.
+            if route.handler("WEBSOCKET").is_none() {
+                return Ok(Decided::Host(no_websocket()));
+            }
+            "WEBSOCKET"
+        } else if !route.serves_http() {
+            // A route with only a `WEBSOCKET` handler has no HTTP methods: 404, as Starlette
+            // answers an HTTP request to a WebSocket route.
+            return Ok(Decided::Host(json(
+                StatusCode::NOT_FOUND,
+                r#"{"detail":"Not Found"}"#,
+            )));
+        } else if route.handler(method).is_some() && method != "WEBSOCKET" {
             method
         } else if parts.method == Method::HEAD && route.handler("GET").is_some() {
             "GET"
@@ -280,6 +306,9 @@ async fn decide(
         })));
     }
 
+    if websocket {
+        return Ok(Decided::Host(no_websocket()));
+    }
     let readable = matches!(parts.method, Method::GET | Method::HEAD);
     if loaded.docs_enabled() && readable {
         if path == "/docs" {
@@ -446,6 +475,44 @@ fn streamed(head: HttpResponse, body: StreamBody) -> Result<Response<Body>, Stri
     Ok(built)
 }
 
+/// A handshake's 101 Switching Protocols, as the guest's `accept` made it (the host's own
+/// `upgrade`, `connection` and `sec-websocket-accept` among its headers); hyper hands the
+/// connection over once it is sent. `Err` says why the head is not valid HTTP.
+fn switched(head: HttpResponse) -> Result<Response<Body>, String> {
+    let headers = header_map(head.headers).map_err(|invalid| match invalid {
+        Invalid::Response(reason) => reason,
+        Invalid::Unheld(error) => error.to_string(),
+    })?;
+    let mut built = Response::new(crate::response::empty_body());
+    *built.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    *built.headers_mut() = headers;
+    Ok(built)
+}
+
+/// The answer to a WebSocket handshake no `WEBSOCKET` handler takes: 403, as uvicorn answers
+/// one that Starlette's router closes before accepting.
+fn no_websocket() -> Response<Body> {
+    json(
+        StatusCode::FORBIDDEN,
+        r#"{"detail":"No WebSocket handler at this path"}"#,
+    )
+}
+
+/// The answer to a malformed WebSocket handshake (426 names the version we speak).
+fn bad_handshake(bad: &socket::BadHandshake) -> Response<Body> {
+    let mut response = json(
+        bad.status(),
+        serde_json::json!({ "detail": bad.to_string() }).to_string(),
+    );
+    if bad.status() == StatusCode::UPGRADE_REQUIRED {
+        response.headers_mut().insert(
+            HeaderName::from_static("sec-websocket-version"),
+            HeaderValue::from_static("13"),
+        );
+    }
+    response
+}
+
 /// The guest's response as an HTTP response, its body charged to `budget`; `host_body` is the
 /// host's own body when the guest passed the host's answer on.
 fn from_guest(
@@ -484,6 +551,11 @@ fn head_of(status: u16, pairs: Vec<(String, String)>) -> Result<(StatusCode, Hea
                 "the handler returned an invalid status code {code}: a final answer is 200 to 599"
             ))
         })?;
+    Ok((status, header_map(pairs)?))
+}
+
+/// The guest's headers as a `HeaderMap`, in their order.
+fn header_map(pairs: Vec<(String, String)>) -> Result<HeaderMap, Invalid> {
     let mut headers = HeaderMap::new();
     for (name, value) in pairs {
         let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
@@ -496,7 +568,7 @@ fn head_of(status: u16, pairs: Vec<(String, String)>) -> Result<(StatusCode, Hea
         })?;
         headers.append(name, value);
     }
-    Ok((status, headers))
+    Ok(headers)
 }
 
 /// Headers as the WIT records carry them: lower-case names, values as text.

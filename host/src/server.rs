@@ -1,7 +1,8 @@
 //! The HTTP server: accepts connections on a socket and hands each request to the [`site`]
 //! (one project's [`router`], or the tenant its host names).
 //!
-//! HTTP/1.1 with keep-alive, via hyper. One access line per request is logged at `info`.
+//! HTTP/1.1 with keep-alive, via hyper, and the upgrade of a connection to a WebSocket (which
+//! `crate::sandbox::socket` then runs). One access line per request is logged at `info`.
 //! On SIGINT or SIGTERM it stops accepting, lets the requests in flight finish (up to a
 //! bound) and returns.
 //!
@@ -40,14 +41,12 @@ use std::{
 };
 
 use hyper::{server::conn::http1, service::service_fn};
-use hyper_util::{
-    rt::{TokioIo, TokioTimer},
-    server::graceful::GracefulShutdown,
-};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::{
     net::{TcpListener, TcpStream},
     sync::{OwnedSemaphorePermit, Semaphore},
 };
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
     config::ServerSettings,
@@ -360,7 +359,10 @@ pub async fn serve(listener: TcpListener, site: Site, drain: Duration) {
     let budget = BodyBudget::new(limits.max_buffered_body_bytes)
         .with_responses(ResponseBudget::new(limits.max_buffered_response_bytes));
     let builder = http1_builder(limits.header_timeout, limits.max_header_bytes);
-    let graceful = GracefulShutdown::new();
+    // Connections in flight: told to finish when the server stops, and waited for. (hyper-util's
+    // `GracefulShutdown` cannot watch a connection that may be upgraded to a WebSocket.)
+    let connections = TaskTracker::new();
+    let finish = CancellationToken::new();
     let stop = shutdown_signal();
     tokio::pin!(stop);
     let mut acceptor = Acceptor::new(
@@ -398,10 +400,20 @@ pub async fn serve(listener: TcpListener, site: Site, drain: Duration) {
             }
         });
         let stream = WriteTimeout::new(stream, limits.write_timeout);
-        let connection = builder.serve_connection(TokioIo::new(stream), service);
-        let connection = graceful.watch(connection);
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
+        let connection = builder
+            .serve_connection(TokioIo::new(stream), service)
+            .with_upgrades();
+        let finish = finish.clone();
+        connections.spawn(async move {
+            tokio::pin!(connection);
+            let ended = tokio::select! {
+                ended = connection.as_mut() => ended,
+                () = finish.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(e) = ended {
                 tracing::debug!("connection from {peer}: {e}");
             }
             drop(permit);
@@ -409,13 +421,18 @@ pub async fn serve(listener: TcpListener, site: Site, drain: Duration) {
     }
     drop(acceptor);
     tracing::warn!("shutting down: finishing the requests in flight");
-    // Streamed responses end now (their handlers see the stream over); then requests in
-    // flight, the background tasks of requests already answered and the streams' calls.
+    // Streamed responses end now (their handlers see the stream over) and WebSockets close
+    // with 1001; then requests in flight, the background tasks of requests already answered,
+    // and the streams' and sockets' calls.
     crate::sandbox::stream::stop_all();
+    crate::sandbox::socket::stop_all();
+    finish.cancel();
+    connections.close();
     let finished = async {
-        graceful.shutdown().await;
+        connections.wait().await;
         crate::sandbox::background::drained().await;
         crate::sandbox::stream::drained().await;
+        crate::sandbox::socket::drained().await;
     };
     if tokio::time::timeout(drain, finished).await.is_err() {
         tracing::warn!("requests still running after {drain:?}; stopping them");

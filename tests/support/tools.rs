@@ -108,3 +108,27 @@ impl Drop for VenvLock {
         let _ = std::fs::remove_dir(&self.0);
     }
 }
+
+/// `node` with `tests/browser`'s packages (`npm ci` once), and the Chromium the browser tests
+/// drive (`FILEROUTER_CHROMIUM`, else `/usr/bin/chromium`): the browser and the scripts'
+/// folder, or what is missing.
+pub fn browser() -> Result<(PathBuf, PathBuf), String> {
+    let chromium = std::env::var_os("FILEROUTER_CHROMIUM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
+    if !chromium.exists() {
+        return Err(format!("no Chromium at {}", chromium.display()));
+    }
+    run_tool(Command::new("node").arg("--version")).map_err(|_| "no node".to_string())?;
+    let dir = workspace().join("tests/browser");
+    let _lock = VenvLock::take(&workspace().join("tests/browser.lock"));
+    if !dir.join("node_modules/playwright-core").exists() {
+        run_tool(
+            Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+                .current_dir(&dir),
+        )
+        .map_err(|e| format!("npm ci in tests/browser failed (npm and the npm registry): {e}"))?;
+    }
+    Ok((chromium, dir))
+}

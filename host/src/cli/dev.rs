@@ -112,7 +112,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     for plugin in plugins.iter() {
         println!("  {:<24} {:<28} {}", "plugin", plugin.name, plugin.file);
     }
-    let routes = project.routes.len();
+    let failing = project
+        .routes
+        .iter()
+        .filter(|route| route.handlers.is_err())
+        .count();
     let mut app = App::new(
         root,
         Mode::Development,
@@ -125,13 +129,18 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let _watcher = reload::watch(app.clone()).context("cannot watch the project folder")?;
     // The counts /docs shows: routes as get_routes() lists them, handlers per path and method.
     let statistics = app.current().catalog.statistics.clone();
-    let failing = match routes.saturating_sub(statistics.total_paths) {
+    let websockets = match app.current().catalog.websockets.len() {
+        0 => String::new(),
+        1 => ", 1 WebSocket".to_string(),
+        n => format!(", {n} WebSockets"),
+    };
+    let failing = match failing {
         0 => String::new(),
         1 => "; 1 more fails to import".to_string(),
         n => format!("; {n} more fail to import"),
     };
     println!(
-        "filerouter dev: serving {} routes ({} handlers{failing}) at http://{address} (mode: {}, hot reload: on)",
+        "filerouter dev: serving {} routes ({} handlers{websockets}{failing}) at http://{address} (mode: {}, hot reload: on)",
         statistics.total_paths,
         statistics.total_routes,
         Mode::Development.name()

@@ -351,6 +351,7 @@ pub(crate) mod tests {
             ),
         ];
         Catalog {
+            websockets: Vec::new(),
             statistics: Statistics::of(&routes),
             routes,
             project: ProjectInfo {

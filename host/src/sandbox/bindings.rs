@@ -19,6 +19,10 @@ wasmtime::component::bindgen!({
         // thread, and so does waiting between chunks.
         "filerouter:sandbox/response-stream.write": async,
         "filerouter:sandbox/response-stream.wait": async,
+        // A WebSocket's messages wait for the client, or for the socket, the same way.
+        "filerouter:sandbox/websocket.receive": async,
+        "filerouter:sandbox/websocket.send": async,
+        "filerouter:sandbox/websocket.close": async,
         // Password hashing runs on the guest's thread (its CPU is the request's) and stops the
         // request when the budget says so.
         "filerouter:sandbox/passwords": trappable,

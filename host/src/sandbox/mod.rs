@@ -38,6 +38,7 @@ pub mod reset;
 mod services;
 pub mod slots;
 pub mod snapshot;
+pub mod socket;
 mod stdlib;
 pub mod stream;
 
@@ -131,6 +132,11 @@ struct CallState {
     /// The started stream's writer (`response-stream.write`); dropped with the call, which ends the
     /// stream's count in its project.
     stream: Option<stream::Writer>,
+    /// What a WebSocket request's call needs to accept its connection; taken by `accept`.
+    socket_setup: Option<socket::Setup>,
+    /// The accepted connection (`websocket.receive`, `send`, `close`); dropped with the call,
+    /// which ends its count in its project and lets the connection close.
+    socket: Option<socket::Socket>,
     /// This call's plugin instances (`filerouter.plugins`), made on first use; None for a
     /// project without plugins.
     plugins: Option<Box<dyn PluginSession>>,
@@ -162,6 +168,8 @@ impl CallState {
             early: None,
             stream_setup: None,
             stream: None,
+            socket_setup: None,
+            socket: None,
             plugins: None,
             budget: None,
             environment: Environment::default(),
@@ -228,22 +236,18 @@ pub(crate) enum Early {
     Response(HttpResponse),
     /// The head of a streamed response, and its body (`response-stream.start`).
     Stream(HttpResponse, stream::Stream),
+    /// The 101 answer to a WebSocket handshake, and the connection (`websocket.accept`).
+    Socket(HttpResponse, socket::Connection),
 }
 
-/// A request's answer: the response, and its streamed body when it streams (the response's
-/// own body is then empty).
-pub struct Answer {
-    pub response: HttpResponse,
-    pub stream: Option<stream::StreamBody>,
-}
-
-impl Answer {
-    fn whole(response: HttpResponse) -> Self {
-        Self {
-            response,
-            stream: None,
-        }
-    }
+/// A request's answer.
+pub enum Answer {
+    /// A whole response.
+    Whole(HttpResponse),
+    /// A streamed response: its head (its own body is empty) and its body.
+    Streamed(HttpResponse, stream::StreamBody),
+    /// 101 Switching Protocols: hyper hands the connection to the WebSocket once it is sent.
+    Switched(HttpResponse),
 }
 
 /// The time limits of the server's own calls into the guest (inspecting a route file,
@@ -387,13 +391,15 @@ impl Sandbox {
 
     /// Serve one request: middleware (if any) around `target`. `root_files` are the sources of
     /// the project's root Python files (empty for a baked guest); `upstream` answers
-    /// `call_next` for a [`Target::Host`].
+    /// `call_next` for a [`Target::Host`]; `handshake` is the WebSocket handshake of a request
+    /// to a `WEBSOCKET` handler, which its `accept` answers.
     pub async fn handle(
         &self,
         request: HttpRequest,
         target: Target,
         root_files: &[(String, String)],
         upstream: Option<Upstream>,
+        handshake: Option<socket::Handshake>,
     ) -> Result<Answer, SandboxError> {
         let label = match &target {
             Target::Route(route) => {
@@ -403,17 +409,24 @@ impl Sandbox {
             Target::Host => format!("{} {} middleware.py", request.method, request.path),
         };
         let root_files = root_files.to_vec();
-        // Background tasks and streams: the guest may send its response (or a streamed
-        // response's head) before the call ends (`background.respond`, `response-stream.start`), then
-        // run the tasks or write the stream's chunks in the same instance. The answer goes out
-        // then; the rest of the call goes on in a task of its own, and how it ends is logged
-        // (see `background` and `stream`).
+        // Background tasks, streams and WebSockets: the guest may send its response (a
+        // streamed response's head, a handshake's 101) before the call ends
+        // (`background.respond`, `response-stream.start`, `websocket.accept`), then run the
+        // tasks, write the stream's chunks or talk on the socket in the same instance. The
+        // answer goes out then; the rest of the call goes on in a task of its own, and how it
+        // ends is logged (see `background`, `stream` and `socket`).
         let (early, mut sent) = tokio::sync::oneshot::channel();
         let setup = stream::Setup {
             limits: self.inner.limits.stream,
             open: self.inner.streams.clone(),
             cap: self.stream_cap(),
         };
+        let socket_setup = handshake.map(|handshake| socket::Setup {
+            handshake,
+            limits: self.inner.limits.stream,
+            open: self.inner.streams.clone(),
+            cap: setup.cap,
+        });
         let this = self.clone();
         let logged = label.clone();
         let mut call = Box::pin(async move {
@@ -422,6 +435,7 @@ impl Sandbox {
                     store.data_mut().upstream = upstream;
                     store.data_mut().early = Some(early);
                     store.data_mut().stream_setup = Some(setup);
+                    store.data_mut().socket_setup = socket_setup;
                     router
                         .filerouter_sandbox_guest()
                         .call_handle(store, &request, &target, &root_files)
@@ -436,31 +450,36 @@ impl Sandbox {
                 // Sent, and the tasks were quick: the answer is the one sent, whatever they did.
                 Ok(Early::Response(response)) => {
                     background::ended(&logged, outcome);
-                    Ok(Answer::whole(response))
+                    Ok(Answer::Whole(response))
                 }
                 // A stream that ended already: its body ends after the chunks it wrote.
                 Ok(Early::Stream(head, started)) => {
                     let (body, feed) = started.split();
                     stream::supervise(logged, std::future::ready(outcome), feed);
-                    Ok(Answer {
-                        response: head,
-                        stream: Some(body),
-                    })
+                    Ok(Answer::Streamed(head, body))
                 }
-                Err(_) => outcome.map(Answer::whole),
+                // A socket whose handler ended already: its messages go out, then it closes.
+                Ok(Early::Socket(head, connection)) => {
+                    socket::supervise(logged.clone(), std::future::ready(outcome), &connection);
+                    socket::serve(logged, connection);
+                    Ok(Answer::Switched(head))
+                }
+                Err(_) => outcome.map(Answer::Whole),
             },
             Ok(early) = &mut sent => match early {
                 Early::Response(response) => {
                     background::spawn(logged, call);
-                    Ok(Answer::whole(response))
+                    Ok(Answer::Whole(response))
                 }
                 Early::Stream(head, started) => {
                     let (body, feed) = started.split();
                     stream::supervise(logged, call, feed);
-                    Ok(Answer {
-                        response: head,
-                        stream: Some(body),
-                    })
+                    Ok(Answer::Streamed(head, body))
+                }
+                Early::Socket(head, connection) => {
+                    socket::supervise(logged.clone(), call, &connection);
+                    socket::serve(logged, connection);
+                    Ok(Answer::Switched(head))
                 }
             },
         }

@@ -18,7 +18,7 @@ use super::{
     CallState,
     bindings::filerouter::sandbox::{
         background, environment, kv, outbound, passwords, plugins, response_stream, snapshot, sql,
-        stdlib, types, upstream,
+        stdlib, types, upstream, websocket,
     },
 };
 use crate::{
@@ -387,19 +387,7 @@ impl response_stream::Host for CallState {
         match super::stream::start(&setup, early, head) {
             Ok(writer) => {
                 self.stream = Some(writer);
-                // The stream's limits, counted from the request's start; the database and the
-                // outbound calls may last as long as it does.
-                if let Some(budget) = &self.budget {
-                    budget.extend(crate::scheduler::TimeLimits {
-                        cpu: setup.limits.cpu,
-                        wall: setup.limits.duration,
-                    });
-                }
-                let deadline = std::time::Instant::now() + setup.limits.duration;
-                self.db.extend_deadline(deadline);
-                if let Some(outbound) = self.outbound.as_mut() {
-                    outbound.extend_deadline(deadline);
-                }
+                self.run_long(setup.limits.cpu, setup.limits);
                 Ok(())
             }
             Err((early, refused)) => {
@@ -600,6 +588,132 @@ fn finish<T>(
         Err(crate::passwords::PasswordError::Invalid(message)) => Ok(Err(message)),
         Err(crate::passwords::PasswordError::Stopped) => {
             Err(wasmtime::Error::from(wasmtime::Trap::Interrupt))
+        }
+    }
+}
+
+impl websocket::Host for CallState {
+    /// Hands the handshake's 101 and the connection to [`super::Sandbox::handle`], which
+    /// answers with the 101 and runs the connection while the call goes on; from now on the
+    /// call runs under the stream limits (`super::socket`).
+    fn accept(
+        &mut self,
+        subprotocol: Option<String>,
+        head: HttpResponse,
+    ) -> Result<(), websocket::Refusal> {
+        use super::socket::{self, Refused};
+        let invalid = |refused: Refused| websocket::Refusal::Invalid(refused.to_string());
+        if self.socket.is_some() {
+            return Err(invalid(Refused::Accepted));
+        }
+        let Some(setup) = self.socket_setup.take() else {
+            return Err(invalid(Refused::NotAWebSocket));
+        };
+        let Some(early) = self.early.take() else {
+            self.socket_setup = Some(setup);
+            return Err(invalid(Refused::Sent));
+        };
+        let limits = setup.limits;
+        match socket::accept(setup, early, subprotocol, head) {
+            Ok(socket) => {
+                self.socket = Some(socket);
+                self.run_long(limits.cpu.min(self.cpu_used() + limits.message_cpu), limits);
+                Ok(())
+            }
+            Err(back) => {
+                let socket::NotAccepted {
+                    setup,
+                    early,
+                    refused,
+                } = *back;
+                self.socket_setup = setup;
+                self.early = early;
+                Err(match refused {
+                    Refused::Full(_) => websocket::Refusal::Full(refused.to_string()),
+                    refused => invalid(refused),
+                })
+            }
+        }
+    }
+
+    async fn receive(
+        &mut self,
+        timeout_ms: Option<u64>,
+    ) -> Result<Option<websocket::Event>, String> {
+        use super::socket::{Event, Payload};
+        let Some(socket) = self.socket.as_mut() else {
+            return Err(NOT_ACCEPTED.into());
+        };
+        let limits = socket.limits();
+        let event = socket
+            .receive(timeout_ms.map(Duration::from_millis))
+            .await?;
+        Ok(event.map(|event| match event {
+            Event::Message(payload) => {
+                // Each message starts its own CPU allowance, within the connection's.
+                if let Some(budget) = &self.budget {
+                    budget.extend(crate::scheduler::TimeLimits {
+                        cpu: limits.cpu.min(budget.cpu_used() + limits.message_cpu),
+                        wall: limits.duration,
+                    });
+                }
+                websocket::Event::Message(match payload {
+                    Payload::Text(text) => websocket::Message::Text(text),
+                    Payload::Binary(bytes) => websocket::Message::Binary(bytes),
+                })
+            }
+            Event::Closed(code, reason) => websocket::Event::Closed((code, reason)),
+        }))
+    }
+
+    async fn send(&mut self, message: websocket::Message) -> Result<(), websocket::SendError> {
+        use super::socket::{Payload, SendFailed};
+        let Some(socket) = self.socket.as_ref() else {
+            return Err(websocket::SendError::Invalid(NOT_ACCEPTED.into()));
+        };
+        let payload = match message {
+            websocket::Message::Text(text) => Payload::Text(text),
+            websocket::Message::Binary(bytes) => Payload::Binary(bytes),
+        };
+        socket.send(payload).await.map_err(|failed| match failed {
+            SendFailed::Closed(code, reason) => websocket::SendError::Closed((code, reason)),
+            SendFailed::TooLarge(message) => websocket::SendError::Invalid(message),
+        })
+    }
+
+    async fn close(&mut self, code: u16, reason: String) -> Result<(), String> {
+        let Some(socket) = self.socket.as_ref() else {
+            return Err(NOT_ACCEPTED.into());
+        };
+        socket.close(code, reason).await
+    }
+}
+
+/// What `websocket`'s calls say before `accept`.
+const NOT_ACCEPTED: &str = "the WebSocket was not accepted: call `await websocket.accept()` first";
+
+impl CallState {
+    /// The CPU this call used so far (zero outside a scheduled call).
+    fn cpu_used(&self) -> Duration {
+        self.budget
+            .as_ref()
+            .map_or(Duration::ZERO, |budget| budget.cpu_used())
+    }
+
+    /// From now on the call is a long connection's (a stream's, a socket's): it may use `cpu`
+    /// in all, counted from its start, and last `limits.duration`, and so may its database
+    /// statements and outbound calls.
+    fn run_long(&mut self, cpu: Duration, limits: super::stream::StreamLimits) {
+        if let Some(budget) = &self.budget {
+            budget.extend(crate::scheduler::TimeLimits {
+                cpu,
+                wall: limits.duration,
+            });
+        }
+        let deadline = std::time::Instant::now() + limits.duration;
+        self.db.extend_deadline(deadline);
+        if let Some(outbound) = self.outbound.as_mut() {
+            outbound.extend_deadline(deadline);
         }
     }
 }

@@ -28,8 +28,8 @@
 //!
 //! The stream holds its instance (one of `server["workers"]`, one of its tenant's
 //! `concurrency`) for its whole life: that is why the cap on open streams exists, and why it is
-//! half of those instances by default. A WebSocket would hold its instance the same way, with
-//! the same [`OpenStreams`] count and [`StreamLimits`].
+//! half of those instances by default. A WebSocket holds its instance the same way, with the
+//! same [`OpenStreams`] count and [`StreamLimits`] (`super::socket`).
 //!
 //! Not here: what the guest streams (`guest-python/streaming.py`), HTTP framing (hyper).
 
@@ -101,8 +101,8 @@ impl OpenStreams {
         self.open.load(Ordering::SeqCst)
     }
 
-    /// Count one more stream, unless `cap` are open already.
-    fn try_open(&self, cap: usize) -> Option<OpenGuard> {
+    /// Count one more stream (or socket), unless `cap` are open already.
+    pub(super) fn try_open(&self, cap: usize) -> Option<OpenGuard> {
         self.open
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
                 (n < cap).then_some(n + 1)
@@ -114,8 +114,8 @@ impl OpenStreams {
     }
 }
 
-/// One open stream in its project's count, until its call ends.
-struct OpenGuard {
+/// One open stream (or socket) in its project's count, until its call ends.
+pub(super) struct OpenGuard {
     open: Arc<AtomicUsize>,
 }
 

@@ -344,6 +344,12 @@ impl Budget {
         self.meter.wall_limit.store(nanos(limits.wall), SeqCst);
     }
 
+    /// The CPU the call used so far, its own and its host work's (exact on the thread polling
+    /// it, as a host function is).
+    pub fn cpu_used(&self) -> Duration {
+        Duration::from_nanos(self.meter.cpu_in_poll() + self.meter.host_cpu.load(Relaxed))
+    }
+
     /// The limits the call runs under now.
     pub fn limits(&self) -> TimeLimits {
         self.meter.limits()

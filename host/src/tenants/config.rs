@@ -12,7 +12,7 @@
 //! [defaults]                     # every tenant's limits, unless its own section says otherwise
 //! memory_mb = 128
 //! cpu_ms = 200
-//! max_streams = 2                # streamed responses open at once [default: half its concurrency]
+//! max_streams = 2                # streamed responses and WebSockets open at once [default: half its concurrency]
 //!
 //! [tenant.acme]
 //! hosts = ["acme.example.com", "*.acme.example.com"]
@@ -87,6 +87,8 @@ struct RawLimits {
     stream_cpu_ms: Option<Spanned<u64>>,
     stream_duration_s: Option<Spanned<f64>>,
     stream_idle_s: Option<Spanned<f64>>,
+    websocket_message_cpu_ms: Option<Spanned<u64>>,
+    websocket_max_message_bytes: Option<Spanned<u64>>,
 }
 
 /// A `[tenant.NAME]` section as written: the tenant's own keys and any limit.
@@ -127,6 +129,8 @@ struct RawTenant {
     stream_cpu_ms: Option<Spanned<u64>>,
     stream_duration_s: Option<Spanned<f64>>,
     stream_idle_s: Option<Spanned<f64>>,
+    websocket_message_cpu_ms: Option<Spanned<u64>>,
+    websocket_max_message_bytes: Option<Spanned<u64>>,
 }
 
 impl RawTenant {
@@ -150,6 +154,8 @@ impl RawTenant {
             stream_cpu_ms: self.stream_cpu_ms.clone(),
             stream_duration_s: self.stream_duration_s.clone(),
             stream_idle_s: self.stream_idle_s.clone(),
+            websocket_message_cpu_ms: self.websocket_message_cpu_ms.clone(),
+            websocket_max_message_bytes: self.websocket_max_message_bytes.clone(),
         }
     }
 }
@@ -559,6 +565,25 @@ fn resolve(raw: &RawLimits, base: &TenantLimits) -> Result<TenantLimits, (Range<
     }
     if let Some(s) = &raw.stream_idle_s {
         limits.stream.idle = seconds(s).map_err(|m| (s.span(), format!("`stream_idle_s` {m}")))?;
+    }
+    if let Some(ms) = positive(&raw.websocket_message_cpu_ms, "websocket_message_cpu_ms")? {
+        limits.stream.message_cpu = Duration::from_millis(ms.min(86_400_000));
+    }
+    if let Some(n) = &raw.websocket_max_message_bytes {
+        let bytes = *n.get_ref();
+        if !(crate::config::MIN_WEBSOCKET_MESSAGE..=crate::config::MAX_WEBSOCKET_MESSAGE)
+            .contains(&bytes)
+        {
+            return Err((
+                n.span(),
+                format!(
+                    "`websocket_max_message_bytes` must be from {} to {}",
+                    crate::config::MIN_WEBSOCKET_MESSAGE,
+                    crate::config::MAX_WEBSOCKET_MESSAGE
+                ),
+            ));
+        }
+        limits.stream.max_message_bytes = bytes as usize;
     }
     if let Some(s) = &raw.wall_s {
         limits.wall = seconds(s).map_err(|m| (s.span(), format!("`wall_s` {m}")))?;

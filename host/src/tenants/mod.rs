@@ -280,6 +280,14 @@ impl Tenant {
         }
     }
 
+    /// Its streamed responses and WebSockets open now (0 while it is not loaded).
+    pub fn open_streams(&self) -> usize {
+        self.current
+            .load()
+            .as_ref()
+            .map_or(0, |version| version.app.current().sandbox.open_streams())
+    }
+
     /// Its queue's figures now: running, waiting, rejected, CPU used.
     pub fn queue_stats(&self) -> crate::scheduler::QueueStats {
         self.queue.stats()
