@@ -22,3 +22,15 @@ cpu_ticks() {
   done
   echo "$t"
 }
+
+# Memory (KiB) summed over a process tree: its proportional set size (Pss in
+# /proc/PID/smaps_rollup), where a page mapped N times counts 1/N each time. VmRSS would count a
+# file page once per mapping: filerouter maps its guest's memory image into every instance.
+pss_kib() {
+  local t=0 p k
+  for p in $(tree "$1"); do
+    k="$(awk '/^Pss:/ {print $2}' /proc/"$p"/smaps_rollup 2>/dev/null || true)"
+    t=$((t + ${k:-0}))
+  done
+  echo "$t"
+}
