@@ -26,7 +26,7 @@ import project
 import sockets
 import streaming
 import wit_text
-from filerouter import background, models, operation, params, sse
+from filerouter import background, models, operation, params, responses, sse
 from filerouter.eventloop import SandboxEventLoop
 from filerouter.exceptions import (
     HTTPException,
@@ -164,6 +164,9 @@ def _generator_response(items, fn):
     of JSON Lines (`application/jsonl`)."""
     info = operation.info_of(fn)
     cls = getattr(info, "response_class", None)
+    model = models.item_model(fn, params.signature_of(fn)[1])
+    if model is not None and not (isinstance(cls, type) and not issubclass(cls, sse.EventSourceResponse)):
+        items = _checked(items, model, fn)
     if isinstance(cls, type) and issubclass(cls, sse.EventSourceResponse):
         response = cls(streaming.encoded(items, streaming.sse_items))
         response.headers["cache-control"] = "no-cache"
@@ -173,6 +176,19 @@ def _generator_response(items, fn):
     if isinstance(cls, type) and issubclass(cls, StreamingResponse):
         return cls(items)
     return StreamingResponse(streaming.encoded(items, streaming.jsonl_items), media_type="application/jsonl")
+
+
+async def _checked(items, model, fn):
+    """The items of a `yield`ing handler whose return annotation names their type
+    (`-> AsyncIterable[Item]`), each checked and cut down to it as FastAPI does; a
+    `ServerSentEvent` goes as it is. An item that does not fit raises
+    `ResponseValidationError` there: the stream is cut off and the error logged."""
+    iterator = items.__aiter__() if hasattr(items, "__aiter__") else responses.iterate(items)
+    try:
+        async for item in iterator:
+            yield item if isinstance(item, sse.ServerSentEvent) else streaming.Serialized(model.serialize(item, fn))
+    finally:
+        await streaming.close(iterator)
 
 
 def stream(response, head):

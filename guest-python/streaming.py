@@ -43,7 +43,7 @@ def send(loop, response, head, encode, ping=None):
     try:
         host_stream.start(head)
     except Err as refused:
-        loop.run_until_complete(_close(response.body_iterator))
+        loop.run_until_complete(close(response.body_iterator))
         print(f"filerouter: the streamed response was refused: {refused.value}")
         return JSONResponse(
             {"detail": "Too many open streams"},
@@ -107,18 +107,18 @@ async def _pump(loop, iterator, encode, ping):
         if not producer.done():
             producer.cancel()
             await asyncio.wait({producer})
-        await _close(iterator)
+        await close(iterator)
 
 
-async def _close(iterator):
+async def close(iterator):
     """Close `iterator` if it can be (its generator's `finally` runs)."""
     aclose = getattr(iterator, "aclose", None)
     if aclose is not None:
         await aclose()
         return
-    close = getattr(iterator, "close", None)
-    if close is not None:
-        close()
+    closer = getattr(iterator, "close", None)
+    if closer is not None:
+        closer()
 
 
 async def encoded(items, encode):
@@ -130,14 +130,22 @@ async def encoded(items, encode):
         async for item in iterator:
             yield encode(item)
     finally:
-        await _close(iterator)
+        await close(iterator)
+
+
+class Serialized(bytes):
+    """An item its item model wrote as JSON already (`pipeline`'s `-> AsyncIterable[Item]`)."""
 
 
 def sse_items(item):
     """A `yield`ing SSE handler's item as one event."""
+    if isinstance(item, Serialized):
+        return sse.format_sse_event(data_str=item.decode("utf-8"))
     return sse.event_bytes(item)
 
 
 def jsonl_items(item):
     """A `yield`ing handler's item as one JSON Lines line."""
+    if isinstance(item, Serialized):
+        return bytes(item) + b"\n"
     return (sse.json_item(item) + "\n").encode("utf-8")

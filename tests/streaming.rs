@@ -183,6 +183,79 @@ fn a_yielding_handler_streams_json_lines_and_sync_iterators_stream_too() {
 }
 
 #[test]
+fn streamed_items_are_checked_against_the_return_annotation_as_fastapi_does() {
+    let project = project(&[
+        (
+            "routes/items/route.py",
+            r#"
+            from collections.abc import AsyncIterable
+            from dataclasses import dataclass
+
+            @dataclass
+            class Item:
+                name: str
+                price: float
+
+            async def GET(request, bad: bool = False) -> AsyncIterable[Item]:
+                yield {"name": "a", "price": 1, "secret": "not in the model"}
+                yield Item(name="b", price=2.5)
+                if bad:
+                    yield {"name": "c", "price": "not a number"}
+                yield {"name": "d", "price": 4}
+            "#,
+        ),
+        (
+            "routes/events/route.py",
+            r#"
+            from collections.abc import Iterable
+            from pydantic import BaseModel
+            from filerouter import route
+            from filerouter.sse import EventSourceResponse, ServerSentEvent
+
+            class Priced(BaseModel):
+                name: str
+                price: float = 0
+
+            @route(response_class=EventSourceResponse)
+            def GET(request) -> Iterable[Priced]:
+                yield {"name": "x", "price": 3, "extra": 1}
+                yield ServerSentEvent(data={"free": "form"}, event="raw")
+            "#,
+        ),
+    ]);
+    let server = Server::dev(&project);
+    let response = server.get("/items");
+    assert_eq!(response.headers()["content-type"], "application/jsonl");
+    assert_eq!(
+        response.text().unwrap(),
+        "{\"name\":\"a\",\"price\":1.0}\n{\"name\":\"b\",\"price\":2.5}\n{\"name\":\"d\",\"price\":4.0}\n"
+    );
+    // An item that does not fit cuts the stream off after the items before it.
+    let mut response = slow_client()
+        .get(server.url("/items?bad=true"))
+        .send()
+        .expect("GET");
+    let (text, complete) = read_all(&mut response);
+    assert!(!complete, "the stream ended cleanly: {text}");
+    assert!(text.contains("\"b\""), "{text}");
+    assert!(!text.contains("\"d\""), "{text}");
+    assert!(
+        server.log_shows("ResponseValidationError"),
+        "{}",
+        server.log()
+    );
+    let events = server.get("/events").text().unwrap();
+    assert!(
+        events.contains("data: {\"name\":\"x\",\"price\":3.0}\n\n"),
+        "{events}"
+    );
+    assert!(
+        events.contains("event: raw\ndata: {\"free\": \"form\"}\n\n"),
+        "{events}"
+    );
+}
+
+#[test]
 fn server_sent_events_follow_fastapi_and_the_spec() {
     let project = project(&[(
         "routes/events/route.py",

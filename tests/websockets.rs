@@ -132,6 +132,19 @@ fn a_websocket_handler_echoes_with_path_query_header_and_dependency_parameters()
             "#,
         ),
         (
+            "routes/secured/route.py",
+            r#"
+            from filerouter import Depends, HTTPAuthorizationCredentials, HTTPBearer, WebSocket
+
+            bearer = HTTPBearer()
+
+            async def WEBSOCKET(websocket: WebSocket, credentials: HTTPAuthorizationCredentials = Depends(bearer)):
+                await websocket.accept()
+                await websocket.send_text(f"token {credentials.credentials}")
+                await websocket.close()
+            "#,
+        ),
+        (
             "middleware.py",
             r#"
             from filerouter import JSONResponse
@@ -187,6 +200,11 @@ fn a_websocket_handler_echoes_with_path_query_header_and_dependency_parameters()
         try_connect(&server, "/rooms/lobby", &[("x-token", "bad")]).err(),
         Some(401)
     );
+    // A security dependency: without credentials the handshake is refused with its 401.
+    assert_eq!(try_connect(&server, "/secured", &[]).err(), Some(401));
+    let mut secured = try_connect(&server, "/secured", &[("authorization", "Bearer s3cret")])
+        .expect("with a token");
+    assert_eq!(text(&mut secured), "token s3cret");
     // A parameter that does not validate refuses the handshake (403, as FastAPI's 1008 close
     // before accepting is answered by uvicorn).
     assert_eq!(

@@ -32,6 +32,7 @@ left as they are.
 
 from __future__ import annotations
 
+import collections.abc
 import copy
 import dataclasses
 import enum
@@ -188,6 +189,61 @@ def response_model(fn: Callable[..., Any], hints: Mapping[str, Any]) -> Response
     if found is None:
         found = _MODELS[fn] = _model_of(declared_model(fn, hints), operation.info_of(fn)) or _NONE
     return None if found is _NONE else typing.cast("ResponseModel", found)
+
+
+# The return annotations of a `yield`ing handler that name its items' type (the first argument).
+_STREAMED = (
+    collections.abc.AsyncIterable,
+    collections.abc.AsyncIterator,
+    collections.abc.AsyncGenerator,
+    collections.abc.Iterable,
+    collections.abc.Iterator,
+    collections.abc.Generator,
+)
+
+
+class ItemModel:
+    """What each item of a streamed response is (`-> AsyncIterable[Item]`): validated and
+    written out by pydantic, as FastAPI 0.135+ does for any item type (its `stream_item_field`),
+    with the `response_model_*` options of `@route`."""
+
+    def __init__(self, hint: Any, info: operation.RouteInfo) -> None:
+        self.adapter = adapters.adapter(hint)
+        self.label = validation.type_label(hint)
+        self.options = {
+            "include": info.response_model_include,
+            "exclude": info.response_model_exclude,
+            "by_alias": info.response_model_by_alias,
+            "exclude_unset": info.response_model_exclude_unset,
+            "exclude_defaults": info.response_model_exclude_defaults,
+            "exclude_none": info.response_model_exclude_none,
+        }
+
+    def serialize(self, value: Any, fn: Callable[..., Any]) -> bytes:
+        """`value` checked and written as JSON; `ResponseValidationError` when it does not fit."""
+        try:
+            checked = self.adapter.validate_python(value, from_attributes=True)
+        except adapters.ValidationError as exc:
+            raise _invalid(fn, self.label, adapters.error_items(exc, ["response"])) from None
+        return bytes(self.adapter.dump_json(checked, **self.options))
+
+
+def item_model(fn: Callable[..., Any], hints: Mapping[str, Any]) -> ItemModel | None:
+    """The model of each item a `yield`ing handler streams, as FastAPI 0.135+ reads it: `Item`
+    of a return annotation `AsyncIterable[Item]` (or `AsyncIterator`, `AsyncGenerator[Item,
+    None]`, `Iterable`, `Iterator`, `Generator[Item, None, None]`); None without one, or for
+    `ServerSentEvent` items, which go as they are."""
+    hint = hints.get("return", _EMPTY)
+    if hint is _EMPTY:
+        return None
+    bare, _ = split_annotated(hint)
+    args = typing.get_args(bare)
+    if typing.get_origin(bare) not in _STREAMED or not args:
+        return None
+    item = args[0]
+    if item is typing.Any or (isinstance(item, type) and item.__name__ == "ServerSentEvent"):
+        return None
+    return ItemModel(item, operation.info_of(fn) or operation.RouteInfo())
 
 
 def declared_model(fn: Callable[..., Any], hints: Mapping[str, Any]) -> Any:
