@@ -46,11 +46,7 @@ pub fn ended(label: &str, outcome: Result<HttpResponse, SandboxError>) {
     match outcome {
         Ok(_) => tracing::debug!("{label}: background tasks done"),
         Err(SandboxError::Project(error)) => {
-            let at = match (&error.file, error.line) {
-                (Some(file), Some(line)) => format!(" at {file}:{line}"),
-                (Some(file), None) => format!(" at {file}"),
-                _ => String::new(),
-            };
+            let at = error.at();
             tracing::error!(
                 "{label}: a background task failed (the response was sent already; the tasks after it did not run): {}: {}{at}\n{}",
                 error.kind,

@@ -110,6 +110,17 @@ pub enum SandboxError {
     Setup(String),
 }
 
+impl ProjectError {
+    /// Where it was raised, for a log line: ` at FILE:LINE`, ` at FILE`, or nothing.
+    pub(crate) fn at(&self) -> String {
+        match (&self.file, self.line) {
+            (Some(file), Some(line)) => format!(" at {file}:{line}"),
+            (Some(file), None) => format!(" at {file}"),
+            _ => String::new(),
+        }
+    }
+}
+
 /// What a [`Store`] holds for one call: WASI state, the memory limiter, the host services.
 struct CallState {
     wasi: WasiCtx,

@@ -54,14 +54,12 @@ use tokio_tungstenite::{
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    HttpResponse, SandboxError, lingering::Lingering, stream::OpenGuard, stream::OpenStreams,
+    HttpResponse, SandboxError,
+    lingering::{self, DISCONNECT_GRACE, Lingering},
+    stream::{OpenGuard, OpenStreams},
 };
 pub use crate::config::StreamLimits;
 use crate::scheduler::Limit;
-
-/// A call whose connection is over may take this long to end on its own before it is dropped
-/// with its instance (as for streams).
-pub const DISCONNECT_GRACE: Duration = Duration::from_secs(1);
 
 /// More pings than this in one second close the connection with 1008 (policy violation):
 /// each one costs the host a pong.
@@ -783,15 +781,7 @@ where
     tokio::spawn(async move {
         let _running = running;
         let mut call = Box::pin(call);
-        let outcome = tokio::select! {
-            outcome = &mut call => Some(outcome),
-            () = gone.cancelled() => {
-                tokio::select! {
-                    outcome = &mut call => Some(outcome),
-                    () = tokio::time::sleep(DISCONNECT_GRACE) => None,
-                }
-            }
-        };
+        let outcome = lingering::end_or_grace(&mut call, gone.cancelled()).await;
         match outcome {
             Some(Ok(_)) => {
                 let _ = feed.try_send(Out::Close(1000, String::new()));
@@ -814,11 +804,7 @@ where
 fn ended_badly(label: &str, error: &SandboxError) {
     match error {
         SandboxError::Project(error) => {
-            let at = match (&error.file, error.line) {
-                (Some(file), Some(line)) => format!(" at {file}:{line}"),
-                (Some(file), None) => format!(" at {file}"),
-                _ => String::new(),
-            };
+            let at = error.at();
             tracing::error!(
                 "{label}: the WebSocket handler failed (the connection was closed with 1011): {}: {}{at}\n{}",
                 error.kind,

@@ -50,7 +50,10 @@ use hyper::body::{Frame, SizeHint};
 use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use super::{HttpResponse, SandboxError, lingering::Lingering};
+use super::{
+    HttpResponse, SandboxError,
+    lingering::{self, DISCONNECT_GRACE, Lingering},
+};
 pub use crate::config::StreamLimits;
 use crate::scheduler::Limit;
 
@@ -59,10 +62,6 @@ pub const MAX_CHUNK: usize = 64 * 1024;
 
 /// Chunks that may wait in a stream's channel before `response-stream.write` waits.
 pub const QUEUED_CHUNKS: usize = 2;
-
-/// How long a call whose stream is over (client gone, idle, shutdown) may take to end on its
-/// own (its generator's `finally`) before it is dropped with its instance.
-pub const DISCONNECT_GRACE: Duration = Duration::from_secs(1);
 
 /// Streams whose calls are still running, in this process.
 static RUNNING: Lingering = Lingering::new();
@@ -286,15 +285,7 @@ where
     tokio::spawn(async move {
         let _running = running;
         let mut call = Box::pin(call);
-        let outcome = tokio::select! {
-            outcome = &mut call => Some(outcome),
-            () = feed.tx.closed() => {
-                tokio::select! {
-                    outcome = &mut call => Some(outcome),
-                    () = tokio::time::sleep(DISCONNECT_GRACE) => None,
-                }
-            }
-        };
+        let outcome = lingering::end_or_grace(&mut call, feed.tx.closed()).await;
         match outcome {
             Some(Ok(_)) => {
                 // The body ends, complete (unless it is gone already: then this fails at once;
@@ -317,11 +308,7 @@ where
 fn ended_badly(label: &str, error: &SandboxError) {
     match error {
         SandboxError::Project(error) => {
-            let at = match (&error.file, error.line) {
-                (Some(file), Some(line)) => format!(" at {file}:{line}"),
-                (Some(file), None) => format!(" at {file}"),
-                _ => String::new(),
-            };
+            let at = error.at();
             tracing::error!(
                 "{label}: the streamed response failed after its head was sent (the body was cut off): {}: {}{at}\n{}",
                 error.kind,
