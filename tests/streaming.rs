@@ -10,7 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use support::{Project, Server, client, dedent, eventually};
+use support::{Project, Server, client, eventually};
 
 /// A client that waits long enough for the slowest stream of these tests.
 fn slow_client() -> reqwest::blocking::Client {
@@ -46,18 +46,6 @@ fn read_all(body: &mut impl Read) -> (String, bool) {
     }
 }
 
-fn project(files: &[(&str, &str)]) -> Project {
-    let files: Vec<(String, String)> = files
-        .iter()
-        .map(|(path, text)| (path.to_string(), dedent(text)))
-        .collect();
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, t)| (p.as_str(), t.as_str()))
-        .collect();
-    Project::new(&refs)
-}
-
 const COUNT_ROUTE: &str = r#"
     from filerouter import kv
 
@@ -77,7 +65,7 @@ fn kv_value(server: &Server, key: &str) -> i64 {
 
 #[test]
 fn the_first_chunk_arrives_while_the_handler_still_sleeps_and_middleware_wraps_the_head() {
-    let project = project(&[
+    let project = Project::dedented(&[
         (
             "routes/slow/route.py",
             r#"
@@ -131,7 +119,7 @@ fn the_first_chunk_arrives_while_the_handler_still_sleeps_and_middleware_wraps_t
 
 #[test]
 fn a_yielding_handler_streams_json_lines_and_sync_iterators_stream_too() {
-    let project = project(&[
+    let project = Project::dedented(&[
         (
             "routes/lines/route.py",
             r#"
@@ -184,7 +172,7 @@ fn a_yielding_handler_streams_json_lines_and_sync_iterators_stream_too() {
 
 #[test]
 fn streamed_items_are_checked_against_the_return_annotation_as_fastapi_does() {
-    let project = project(&[
+    let project = Project::dedented(&[
         (
             "routes/items/route.py",
             r#"
@@ -257,7 +245,7 @@ fn streamed_items_are_checked_against_the_return_annotation_as_fastapi_does() {
 
 #[test]
 fn server_sent_events_follow_fastapi_and_the_spec() {
-    let project = project(&[(
+    let project = Project::dedented(&[(
         "routes/events/route.py",
         r#"
         import asyncio
@@ -303,7 +291,7 @@ fn server_sent_events_follow_fastapi_and_the_spec() {
 
 #[test]
 fn a_client_that_goes_away_stops_the_handler_and_frees_the_instance() {
-    let project = project(&[
+    let project = Project::dedented(&[
         (
             "config.py",
             "server = {\"workers\": 2}\nsandbox = {\"max_streams\": 1}\n",
@@ -359,7 +347,7 @@ fn a_client_that_goes_away_stops_the_handler_and_frees_the_instance() {
 
 #[test]
 fn open_streams_are_capped_per_project() {
-    let project = project(&[
+    let project = Project::dedented(&[
         (
             "config.py",
             "server = {\"workers\": 4}\nsandbox = {\"max_streams\": 1}\n",
@@ -408,7 +396,7 @@ fn open_streams_are_capped_per_project() {
 
 #[test]
 fn a_stream_idle_past_its_limit_is_cut_off_and_its_handler_stopped() {
-    let project = project(&[
+    let project = Project::dedented(&[
         ("config.py", "sandbox = {\"stream_idle_s\": 1}\n"),
         ("routes/count/route.py", COUNT_ROUTE),
         (
@@ -449,7 +437,7 @@ fn a_stream_idle_past_its_limit_is_cut_off_and_its_handler_stopped() {
 
 #[test]
 fn a_stream_runs_under_its_own_duration_and_cpu_limits_not_the_requests() {
-    let project = project(&[
+    let project = Project::dedented(&[
         (
             "config.py",
             "sandbox = {\"wall_s\": 1, \"cpu_ms\": 200, \"stream_duration_s\": 3, \"stream_cpu_ms\": 1500}\n",
@@ -516,7 +504,7 @@ fn a_stream_runs_under_its_own_duration_and_cpu_limits_not_the_requests() {
 
 #[test]
 fn a_client_that_never_reads_slows_the_generator_and_holds_little_memory() {
-    let project = project(&[
+    let project = Project::dedented(&[
         ("config.py", "server = {\"write_timeout_s\": 60}\n"),
         ("routes/count/route.py", COUNT_ROUTE),
         (
@@ -566,7 +554,7 @@ fn a_client_that_never_reads_slows_the_generator_and_holds_little_memory() {
 
 #[test]
 fn shutdown_ends_open_streams_within_the_drain_time() {
-    let project = project(&[(
+    let project = Project::dedented(&[(
         "routes/endless/route.py",
         r#"
         import asyncio

@@ -13,18 +13,6 @@ use std::{
 use support::{Project, Server, client, dedent, eventually};
 use tungstenite::{Message, WebSocket, client::IntoClientRequest, http::HeaderValue};
 
-fn project(files: &[(&str, &str)]) -> Project {
-    let files: Vec<(String, String)> = files
-        .iter()
-        .map(|(path, text)| (path.to_string(), dedent(text)))
-        .collect();
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, t)| (p.as_str(), t.as_str()))
-        .collect();
-    Project::new(&refs)
-}
-
 type Socket = WebSocket<TcpStream>;
 
 /// Open a WebSocket to `path` on `server` with extra `headers`: the socket, or the handshake's
@@ -98,7 +86,7 @@ const KV_ROUTE: &str = r#"
 
 #[test]
 fn a_websocket_handler_echoes_with_path_query_header_and_dependency_parameters() {
-    let project = project(&[
+    let project = Project::dedented(&[
         (
             "routes/rooms/[room]/route.py",
             r#"
@@ -215,7 +203,7 @@ fn a_websocket_handler_echoes_with_path_query_header_and_dependency_parameters()
 
 #[test]
 fn handshakes_are_refused_where_no_handler_accepts_them() {
-    let project = project(&[
+    let project = Project::dedented(&[
         (
             "routes/only-http/route.py",
             "def GET(request):\n    return {'ok': True}\n",
@@ -431,7 +419,7 @@ const ECHO: &str = r#"
 
 #[test]
 fn hostile_frames_close_the_connection_with_the_right_code_and_the_server_serves_on() {
-    let project = project(&[
+    let project = Project::dedented(&[
         ("routes/echo/route.py", ECHO),
         ("routes/kv/route.py", KV_ROUTE),
         (
@@ -515,7 +503,7 @@ fn rss_kib(pid: u32) -> u64 {
 
 #[test]
 fn a_client_that_goes_away_stops_the_handler_and_frees_its_instance_within_a_second() {
-    let project = project(&[
+    let project = Project::dedented(&[
         ("routes/echo/route.py", ECHO),
         ("routes/kv/route.py", KV_ROUTE),
         (
@@ -588,7 +576,7 @@ sandbox = {"max_streams": 2}"#,
 
 #[test]
 fn a_socket_runs_under_its_idle_duration_and_per_message_cpu_limits() {
-    let project = project(&[
+    let project = Project::dedented(&[
         ("routes/echo/route.py", ECHO),
         ("routes/kv/route.py", KV_ROUTE),
         (
@@ -678,7 +666,7 @@ fn a_socket_runs_under_its_idle_duration_and_per_message_cpu_limits() {
 
 #[test]
 fn a_client_that_never_reads_slows_the_sender_and_holds_little_memory() {
-    let project = project(&[
+    let project = Project::dedented(&[
         ("routes/kv/route.py", KV_ROUTE),
         (
             "routes/firehose/route.py",
@@ -725,7 +713,7 @@ fn a_client_that_never_reads_slows_the_sender_and_holds_little_memory() {
 
 #[test]
 fn shutdown_closes_open_sockets_with_1001() {
-    let project = project(&[("routes/echo/route.py", ECHO)]);
+    let project = Project::dedented(&[("routes/echo/route.py", ECHO)]);
     let mut server = Server::dev(&project);
     let mut socket = connect(&server, "/echo");
     socket.send(Message::text("before")).expect("send");
@@ -811,7 +799,7 @@ fn python_websockets_client_talks_to_dev_and_run() {
             );
         }
     };
-    let project = project(&[(
+    let project = Project::dedented(&[(
         "routes/chat/route.py",
         r#"
             import asyncio

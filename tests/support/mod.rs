@@ -72,6 +72,20 @@ impl Project {
     }
 
     /// A copy of the project folder `source` (an example), so a test may change it freely.
+    /// A project of `files`, each text dedented first (`dedent`): for files written inline
+    /// in a test, indented with the code around them.
+    pub fn dedented(files: &[(&str, &str)]) -> Project {
+        let files: Vec<(String, String)> = files
+            .iter()
+            .map(|(path, text)| (path.to_string(), dedent(text)))
+            .collect();
+        let refs: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(p, t)| (p.as_str(), t.as_str()))
+            .collect();
+        Project::new(&refs)
+    }
+
     pub fn copy_of(source: &Path) -> Project {
         let dir = tempfile::tempdir().expect("tempdir");
         copy_tree(source, dir.path());
