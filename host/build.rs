@@ -47,6 +47,23 @@ const GUEST_PYTHON: bundled::GuestPython = bundled::GuestPython {
     extension_suffix: ".cpython-314-wasm32-wasi.so",
 };
 
+/// Where `file` (under `guest`) sits in the guest's import root: a top-level folder of
+/// `guest-python/` without an `__init__.py` is a group (`sandbox/`, `stand_ins/`), whose contents
+/// are top-level modules; a package (`filerouter/`) stays a package.
+fn import_path(guest: &Path, file: &Path) -> PathBuf {
+    let rel = file.strip_prefix(guest).expect("under guest-python");
+    let mut parts = rel.components();
+    match parts.next() {
+        Some(first)
+            if rel.components().count() > 1
+                && !guest.join(first.as_os_str()).join("__init__.py").exists() =>
+        {
+            parts.as_path().to_path_buf()
+        }
+        _ => rel.to_path_buf(),
+    }
+}
+
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let root = manifest.parent().expect("workspace root").to_path_buf();
@@ -119,7 +136,12 @@ fn main() {
         ));
         let _ = fs::remove_dir_all(&stage);
         for file in inputs.iter().filter(|f| f.starts_with(&guest)) {
-            let to = stage.join(file.strip_prefix(&guest).expect("under guest-python"));
+            let to = stage.join(import_path(&guest, file));
+            assert!(
+                !to.exists(),
+                "guest-python: {} is in two groups (the guest has one import root)",
+                import_path(&guest, file).display()
+            );
             fs::create_dir_all(to.parent().expect("a parent")).expect("stage guest-python");
             fs::copy(file, &to).expect("stage guest-python");
         }

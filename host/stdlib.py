@@ -6,7 +6,7 @@ so this runs inside that build, on the very interpreter that runs route code: it
 pure-Python module of the standard library and writes them all, marshalled, to `stdlib.bin`
 beside itself (the folder is mounted writable during the build). The host embeds the result
 (`host/src/sandbox/stdlib.rs`) and hands a module's code to the guest when route code imports
-one that the guest's snapshot does not hold (`guest-python/importing.py`): such an import costs
+one that the guest's snapshot does not hold (`guest-python/sandbox/importing.py`): such an import costs
 an unmarshal, never a compile.
 
 Left out: `site-packages/` and the build configuration (no modules), the packages that need

@@ -927,7 +927,7 @@ fn dockerignore_leaves_out_build_output_and_local_state() {
         "Dockerfile",
         "host/src/main.rs",
         "host/build.rs",
-        "guest-python/dispatcher.py",
+        "guest-python/sandbox/dispatcher.py",
         "examples/bookshop/config.py",
         "examples/bookshop/routes/index.py",
         "tests/container.rs",

@@ -1,7 +1,7 @@
 //! The documentation site (`docs/`, `mkdocs.yml`) against the code, so that it cannot drift:
 //!
 //! - the command-line reference lists exactly the flags each command's `--help` shows;
-//! - the `config.py` reference lists exactly the names and keys `guest-python/settings.py`
+//! - the `config.py` reference lists exactly the names and keys `guest-python/sandbox/settings.py`
 //!   accepts, and every `config.py` setting the limits page names is one of them;
 //! - the `tenants.toml` reference lists exactly the keys `host/src/tenants/config.rs` accepts;
 //! - the site builds with `mkdocs build --strict` (broken links and anchors fail it), with the
@@ -33,7 +33,12 @@ fn read(rel: &str) -> String {
 }
 
 /// What `left` has and `right` lacks, and the reverse, as one readable line each.
-fn difference(left_name: &str, left: &BTreeSet<String>, right_name: &str, right: &BTreeSet<String>) -> String {
+fn difference(
+    left_name: &str,
+    left: &BTreeSet<String>,
+    right_name: &str,
+    right: &BTreeSet<String>,
+) -> String {
     let only_left: Vec<&String> = left.difference(right).collect();
     let only_right: Vec<&String> = right.difference(left).collect();
     format!("only in {left_name}: {only_left:?}\nonly in {right_name}: {only_right:?}")
@@ -228,7 +233,7 @@ fn the_command_line_reference_lists_every_flag_of_every_command() {
 fn dict_keys(source: &str, start: &str) -> BTreeSet<String> {
     let at = source
         .find(start)
-        .unwrap_or_else(|| panic!("guest-python/settings.py no longer has `{start}`"));
+        .unwrap_or_else(|| panic!("guest-python/sandbox/settings.py no longer has `{start}`"));
     let text = &source[at + start.len() - 1..]; // from the opening brace
     let mut keys = BTreeSet::new();
     let mut depth = 0;
@@ -276,11 +281,11 @@ fn dict_keys(source: &str, start: &str) -> BTreeSet<String> {
     keys
 }
 
-/// What `config.py` may say, from `guest-python/settings.py`, which checks it: the names of
+/// What `config.py` may say, from `guest-python/sandbox/settings.py`, which checks it: the names of
 /// `SCHEMA` and the keys of its dict settings (`server.port`), the keys of
 /// `ENVIRONMENT_KEYS` (`environment.names`) and of `PLUGIN_ENTRY` (`plugins.component`).
 fn config_names_in_code() -> BTreeSet<String> {
-    let source = read("guest-python/settings.py");
+    let source = read("guest-python/sandbox/settings.py");
     let mut names = dict_keys(&source, "SCHEMA = {");
     for key in dict_keys(&source, "ENVIRONMENT_KEYS = {") {
         names.insert(format!("environment.{key}"));
@@ -314,14 +319,19 @@ fn the_config_reference_lists_the_names_settings_py_accepts() {
     let code = config_names_in_code();
     assert!(
         code.contains("server.port") && code.contains("sandbox.cpu_ms") && code.len() > 40,
-        "guest-python/settings.py was not parsed as expected: {code:?}"
+        "guest-python/sandbox/settings.py was not parsed as expected: {code:?}"
     );
     let page = config_names_in_page();
     assert_eq!(
         code,
         page,
         "docs/reference/config.md does not list what config.py accepts:\n{}",
-        difference("guest-python/settings.py", &code, "docs/reference/config.md", &page)
+        difference(
+            "guest-python/sandbox/settings.py",
+            &code,
+            "docs/reference/config.md",
+            &page
+        )
     );
 }
 
@@ -421,7 +431,12 @@ fn the_tenants_reference_lists_the_keys_the_tenants_file_accepts() {
         code,
         page,
         "docs/reference/tenants-toml.md does not list what the tenants file accepts:\n{}",
-        difference("host/src/tenants/config.rs", &code, "docs/reference/tenants-toml.md", &page)
+        difference(
+            "host/src/tenants/config.rs",
+            &code,
+            "docs/reference/tenants-toml.md",
+            &page
+        )
     );
 }
 
@@ -556,7 +571,11 @@ fn shown_requests(page: &str) -> Vec<ShownRequest> {
                 continue;
             };
             let words = shell_words(command);
-            assert_eq!(words.first().map(String::as_str), Some("curl"), "only curl is checked: `{command}`");
+            assert_eq!(
+                words.first().map(String::as_str),
+                Some("curl"),
+                "only curl is checked: `{command}`"
+            );
             let mut request = ShownRequest {
                 command: command.to_string(),
                 method: String::new(),
@@ -580,21 +599,35 @@ fn shown_requests(page: &str) -> Vec<ShownRequest> {
                         let (name, v) = header
                             .split_once(':')
                             .unwrap_or_else(|| panic!("a header without `:` in `{command}`"));
-                        request.headers.push((name.trim().to_string(), v.trim().to_string()));
+                        request
+                            .headers
+                            .push((name.trim().to_string(), v.trim().to_string()));
                     }
                     "-d" => request.body = Some(value()),
                     url if url.starts_with("http://") => {
                         request.path = url
                             .strip_prefix("http://127.0.0.1:8000")
-                            .unwrap_or_else(|| panic!("a URL not on http://127.0.0.1:8000 in `{command}`"))
+                            .unwrap_or_else(|| {
+                                panic!("a URL not on http://127.0.0.1:8000 in `{command}`")
+                            })
                             .to_string();
-                        assert!(request.path.starts_with('/'), "a URL without a path in `{command}`");
+                        assert!(
+                            request.path.starts_with('/'),
+                            "a URL without a path in `{command}`"
+                        );
                     }
-                    other => panic!("`{other}` is not understood by tests/docs_site.rs, in `{command}`"),
+                    other => {
+                        panic!("`{other}` is not understood by tests/docs_site.rs, in `{command}`")
+                    }
                 }
             }
             if request.method.is_empty() {
-                request.method = if request.body.is_some() { "POST" } else { "GET" }.to_string();
+                request.method = if request.body.is_some() {
+                    "POST"
+                } else {
+                    "GET"
+                }
+                .to_string();
             }
             assert!(!request.path.is_empty(), "no URL in `{command}`");
             requests.push(request);

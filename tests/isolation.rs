@@ -305,7 +305,7 @@ fn no_request_sees_the_memory_size_or_stack_an_earlier_one_left() {
     );
 }
 
-/// The build makes the snapshot's objects immortal (`guest-python/immortal.py`), so requests
+/// The build makes the snapshot's objects immortal (`guest-python/sandbox/immortal.py`), so requests
 /// that read them stop writing their reference counts. Route code cannot tell, except where a
 /// finalizer is concerned: objects with one stay mortal, and it runs when a request drops the
 /// last reference, as it would without a snapshot. What a request replaces is back for the next.

@@ -6,7 +6,7 @@ all of them instead (the `passwords` interface of `wit/filerouter.wit`), on the 
 thread, so their CPU time counts against the request's `cpu_ms`. This module, imported with the
 `filerouter` package while the guest is built, gives `hashlib` the two functions (with
 CPython's signatures and exceptions) and puts the sandbox's own `bcrypt` and `argon2` packages
-(`guest-python/bcrypt/`, `guest-python/argon2/`: the APIs of PyPI's bcrypt and argon2-cffi)
+(`guest-python/stand_ins/bcrypt/`, `guest-python/stand_ins/argon2/`: the APIs of PyPI's bcrypt and argon2-cffi)
 into the snapshot, so that route code, passlib and pwdlib use them unchanged::
 
     import hashlib

@@ -15,7 +15,7 @@ the `Last-Event-ID` request header when it reconnects: `request.headers.get("las
         for n in range(3):
             yield ServerSentEvent(data={"n": n}, id=str(n))
 
-Not here: sending the stream (`guest-python/streaming.py` in the guest, the host's `stream`).
+Not here: sending the stream (`guest-python/sandbox/streaming.py` in the guest, the host's `stream`).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@
 //! `wasm-ld --experimental-pic -shared`, its undefined symbols (CPython's C API, libc) left as
 //! imports that componentize-py's linker resolves against the guest's own libpython and libc.
 //! The packages go into one folder, which componentize-py gets as one more `-p` path;
-//! `guest-python/bundled.py` imports them at build time, into the snapshot.
+//! `guest-python/sandbox/bundled.py` imports them at build time, into the snapshot.
 //!
 //! Everything is cached in `target/guest-tools/`: the downloads by hash, the compiled
 //! pydantic-core by its version, its sdist's hash and the toolchain's versions (a second
@@ -152,7 +152,7 @@ pub fn site(pins: &Path, tools: &Path, venv: &Path, python: &GuestPython) -> Sit
 /// pydantic-core's `.dist-info`, as a wheel of it would carry one: `METADATA` is the sdist's
 /// `PKG-INFO` (the same core metadata), `RECORD` lists the package's files. The wheels' own
 /// `.dist-info` folders come with them; with this one every bundled distribution has its
-/// metadata, which `guest-python/bundled.py` keeps for `importlib.metadata` in the sandbox.
+/// metadata, which `guest-python/sandbox/bundled.py` keeps for `importlib.metadata` in the sandbox.
 fn write_core_metadata(source: &Path, site: &Path, version: &str) {
     let info = site.join(format!("pydantic_core-{version}.dist-info"));
     fs::create_dir_all(&info).expect("create pydantic_core's .dist-info");

@@ -18,7 +18,7 @@
 //! memory of Argon2 and scrypt, which lives on the host, is at most the request's memory limit.
 //!
 //! Not here: the text forms of Argon2 hashes (`$argon2id$v=19$...`) and their verification, and
-//! the Python exceptions; the guest does those (`guest-python/argon2/`). No salts are made
+//! the Python exceptions; the guest does those (`guest-python/stand_ins/argon2/`). No salts are made
 //! here either: the guest draws them from WASI's randomness, as the originals draw from the OS.
 
 pub mod argon2;

@@ -3,7 +3,7 @@
 //! `host/build.rs`) and embedded here zstd-compressed.
 //!
 //! The guest asks for a module's code (`stdlib.get` in `wit/filerouter.wit`) when route code
-//! imports one its snapshot does not hold (`guest-python/importing.py`), so such an import costs
+//! imports one its snapshot does not hold (`guest-python/sandbox/importing.py`), so such an import costs
 //! an unmarshal in the guest, never a compile. The modules imported while the guest was built
 //! are in its snapshot and never asked for. Decompressed once per process, on the first request
 //! for a module, and shared by every project and instance. Not for: anything but the standard

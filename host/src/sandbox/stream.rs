@@ -31,7 +31,7 @@
 //! half of those instances by default. A WebSocket holds its instance the same way, with the
 //! same [`OpenStreams`] count and [`StreamLimits`] (`super::socket`).
 //!
-//! Not here: what the guest streams (`guest-python/streaming.py`), HTTP framing (hyper).
+//! Not here: what the guest streams (`guest-python/sandbox/streaming.py`), HTTP framing (hyper).
 
 use std::{
     future::Future,
