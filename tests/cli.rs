@@ -470,3 +470,168 @@ fn dev_overrides_replace_dependencies_and_name_a_bad_file() {
     assert_ne!(code, 0);
     assert!(stderr.contains("--overrides"), "{stderr}");
 }
+
+/// `dev` keeps the project imported, as a build does for `run`: the packages in one snapshot,
+/// the routes in another on top of it, so that a request pays no import. The proof that a
+/// request ran from the snapshot: a module-level random token, drawn once at import, is the
+/// same in two requests (imported from source, each instance draws its own). Every request is
+/// still a fresh instance (module-level lists start empty), and an edit of a helper or of a
+/// package shows at once and is never served from a stale snapshot.
+#[test]
+fn dev_serves_from_a_snapshot_of_the_imported_project_and_never_a_stale_one() {
+    let project = Project::dedented(&[
+        (
+            ".packages/counterpkg/__init__.py",
+            r#"
+            import os
+            HITS = []
+            VERSION = "1"
+            TOKEN = os.urandom(8).hex()
+            "#,
+        ),
+        ("routes/_lib/helper.py", "WORD = 'alpha'\n"),
+        (
+            "routes/index.py",
+            r#"
+            import os
+            import counterpkg
+            from _lib import helper
+
+            LOCAL = []
+            TOKEN = os.urandom(8).hex()
+
+            def GET(request):
+                counterpkg.HITS.append(1)
+                LOCAL.append(1)
+                return {
+                    "hits": len(counterpkg.HITS),
+                    "local": len(LOCAL),
+                    "word": helper.WORD,
+                    "version": counterpkg.VERSION,
+                    "token": TOKEN,
+                    "package_token": counterpkg.TOKEN,
+                }
+            "#,
+        ),
+    ]);
+    let server = Server::dev(&project);
+    let snapshots = |server: &Server, what: &str| server.log().matches(what).count();
+    let taken = |server: &Server, what: &str, count: usize| {
+        eventually(Duration::from_secs(60), || snapshots(server, what) >= count)
+    };
+    assert!(
+        taken(&server, "packages imported once for every request", 1),
+        "{}",
+        server.log()
+    );
+    assert!(
+        taken(&server, "routes imported once for every request", 1),
+        "{}",
+        server.log()
+    );
+    let first = json(server.get("/"));
+    let second = json(server.get("/"));
+    for answer in [&first, &second] {
+        assert_eq!(answer["hits"], 1, "a request saw another's state: {answer}");
+        assert_eq!(
+            answer["local"], 1,
+            "a request saw another's state: {answer}"
+        );
+        assert_eq!(answer["word"], "alpha");
+        assert_eq!(answer["version"], "1");
+    }
+    assert_eq!(
+        first["token"], second["token"],
+        "the route was imported again by a request"
+    );
+    assert_eq!(first["package_token"], second["package_token"]);
+
+    // A helper's edit shows at once (the reload serves from the packages' snapshot and
+    // imports the routes from source), then from a new snapshot of the routes.
+    project.write("routes/_lib/helper.py", "WORD = 'beta'\n");
+    assert!(
+        eventually(Duration::from_secs(30), || json(server.get("/"))["word"]
+            == "beta"),
+        "{}",
+        server.log()
+    );
+    assert!(
+        taken(&server, "routes imported once for every request", 2),
+        "{}",
+        server.log()
+    );
+    let third = json(server.get("/"));
+    let fourth = json(server.get("/"));
+    assert_eq!(third["word"], "beta", "a stale snapshot was served");
+    assert_eq!(third["token"], fourth["token"]);
+    assert_ne!(
+        third["token"], first["token"],
+        "the old snapshot is still served"
+    );
+    // The packages were not imported again for a route's edit.
+    assert_eq!(third["package_token"], first["package_token"]);
+    assert_eq!(
+        snapshots(&server, "packages imported once for every request"),
+        1
+    );
+
+    // A package's edit (`filerouter packages install` replaces the folder) takes the
+    // packages' snapshot again.
+    project.write(
+        ".packages/counterpkg/__init__.py",
+        "import os\nHITS = []\nVERSION = '2'\nTOKEN = os.urandom(8).hex()\n",
+    );
+    assert!(
+        eventually(Duration::from_secs(60), || json(server.get("/"))["version"]
+            == "2"),
+        "{}",
+        server.log()
+    );
+    assert!(
+        taken(&server, "routes imported once for every request", 3),
+        "{}",
+        server.log()
+    );
+    let fifth = json(server.get("/"));
+    assert_eq!(
+        (fifth["version"].clone(), fifth["hits"].clone()),
+        (json!("2"), json!(1))
+    );
+    assert_ne!(fifth["package_token"], first["package_token"]);
+}
+
+/// A route that connects to the database at import time cannot be kept in a snapshot (the
+/// connection would be stale in every later request), as `build` refuses it: `dev` serves that
+/// project from source, as before, and says why once.
+#[test]
+fn dev_serves_a_route_that_connects_at_import_from_source() {
+    let project = Project::dedented(&[(
+        "routes/index.py",
+        r#"
+        import sqlite3
+
+        connection = sqlite3.connect("app.db")
+        connection.execute("select 1")
+
+        def GET(request):
+            return {"answer": connection.execute("select 42").fetchone()[0]}
+        "#,
+    )]);
+    let server = Server::dev(&project);
+    assert!(
+        eventually(Duration::from_secs(60), || server
+            .log()
+            .contains("every request imports the routes from source")),
+        "{}",
+        server.log()
+    );
+    assert!(
+        server
+            .log()
+            .contains("the database is not open while the server imports route modules"),
+        "{}",
+        server.log()
+    );
+    assert_eq!(json(server.get("/")), json!({"answer": 42}));
+    assert_eq!(json(server.get("/")), json!({"answer": 42}));
+}

@@ -29,6 +29,9 @@ SOURCES = {}
 # relative to it: modules are imported from here, data files read through `get_data`.
 PACKAGES = {}
 PACKAGES_ROOT = "/packages/"
+# The code of every module of `PACKAGES`, compiled ahead of its import (`compile_packages`), by
+# its path there: `dev`'s snapshot of the packages, so that importing one only runs it.
+COMPILED = {}
 
 
 class SourceFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -103,7 +106,9 @@ class PackageFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def exec_module(self, module):
         rel, _ = self._path(module.__name__)
         module.__file__ = PACKAGES_ROOT + rel
-        code = compile(PACKAGES[rel], module.__file__, "exec", dont_inherit=True)
+        code = COMPILED.get(rel)
+        if code is None:
+            code = compile(PACKAGES[rel], module.__file__, "exec", dont_inherit=True)
         exec(code, module.__dict__)
 
     def get_data(self, path):
@@ -217,6 +222,18 @@ def install_packages(files):
     PACKAGES.update({path: bytes(data) for path, data in files})
     if not any(isinstance(f, PackageFinder) for f in sys.meta_path):
         sys.meta_path.append(PackageFinder())
+
+
+def compile_packages():
+    """Compile every module of `PACKAGES` and keep its code in `COMPILED`. One that does not
+    compile is left out: importing it raises the `SyntaxError` then, as it would have."""
+    for rel, data in PACKAGES.items():
+        if not rel.endswith(".py"):
+            continue
+        try:
+            COMPILED[rel] = compile(data, PACKAGES_ROOT + rel, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError):
+            pass
 
 
 def top_level_names():

@@ -159,9 +159,10 @@ _SENT = HttpResponse(status=200, headers=[], body=b"", host_body=False)
 
 
 class Guest(exports.Guest):
-    def inspect_route(self, file):
+    def inspect_route(self, file, files):
         _start_instance()
         trailing_slash = False
+        project.install_route_sources([(project.ROUTE_SOURCE_PREFIX + name, source) for name, source in files])
         with project.recording_imports() as imports:
             try:
                 module = project.load_route(file)
@@ -176,11 +177,11 @@ class Guest(exports.Guest):
             imports=sorted(wit_text.safe(f) for f in imports),
         )
 
-    def bake(self, files, routes, root_files, packages):
+    def bake(self, files, routes, root_files, packages, keep_compiled):
         importing.hide()
         environment.start_call()
         try:
-            project.bake(files, routes, root_files, packages)
+            project.bake(files, routes, root_files, packages, keep_compiled)
             lifecycle.check_baked()
         except BaseException as exc:
             raise Err(project.error_report(exc)) from None
@@ -215,6 +216,7 @@ class Guest(exports.Guest):
             client=request.client,
             path_params=path_values,
         )
+        project.install_route_sources(root_files)
         try:
             response = pipeline.run(req, target, dict(root_files))
         except BaseException as exc:
@@ -242,6 +244,7 @@ class Guest(exports.Guest):
 
     def startup(self, root_files):
         _start_instance()
+        project.install_route_sources(root_files)
         try:
             return lifecycle.run(dict(root_files))
         except BaseException as exc:

@@ -60,9 +60,24 @@ def load_route(file):
     if file.startswith("/") or ".." in file.split("/"):
         raise ImportError(f"route file outside routes/: {file}")
     path = os.path.join(ROUTES_DIR, file)
+    if file in baked.SOURCES:
+        return _exec_route(path, baked.SOURCES[file].encode())
     with open(path, "rb") as handle:
         source = handle.read()
     return _exec_route(path, source)
+
+
+# `dev` sends the `.py` files under `routes/` with a call, each named so, when its instance
+# starts from a snapshot of the packages alone (which cannot open `/routes`).
+ROUTE_SOURCE_PREFIX = "routes:"
+
+
+def install_route_sources(sources):
+    """Make the route files among `sources` ((name, source) pairs, see
+    `ROUTE_SOURCE_PREFIX`) importable, as a build's are (`baked.SourceFinder`)."""
+    files = [(name[len(ROUTE_SOURCE_PREFIX):], source) for name, source in sources if name.startswith(ROUTE_SOURCE_PREFIX)]
+    if files:
+        baked.install(files)
 
 
 ROOT_FILES = ("middleware.py", "docs.py", "not-found.py", "startup.py")
@@ -107,19 +122,22 @@ def load_root(name, sources):
     return _exec_route("/project/" + name, source.encode())
 
 
-def bake(files, routes, root_files, packages=()):
+def bake(files, routes, root_files, packages=(), keep_compiled=False):
     """Import the project's packages, every route in `routes` and every root file from the
-    sources given, for the build snapshot."""
+    sources given, for the build snapshot (or `dev`'s). `keep_compiled`: compile every module of
+    the packages too (`baked.compile_packages`)."""
     from filerouter import params  # noqa: PLC0415  (the guest's module, not project code)
 
     # The packages too: a declared name read at import time fails here, not quietly.
     with _environment.importing():
-        _bake(files, routes, root_files, packages, params)
+        _bake(files, routes, root_files, packages, params, keep_compiled)
 
 
-def _bake(files, routes, root_files, packages, params):
+def _bake(files, routes, root_files, packages, params, keep_compiled):
     baked.install(files)
     baked.install_packages(packages)
+    if keep_compiled:
+        baked.compile_packages()
     baked.import_packages()
     for file in routes:
         path = os.path.join(ROUTES_DIR, file)

@@ -96,6 +96,24 @@ impl App {
         self.generation.fetch_add(1, Ordering::SeqCst);
     }
 
+    /// Serve the project of `loaded` from `sandbox` (a snapshot of it taken for `dev`, see
+    /// `crate::imported`), unless a reload replaced `loaded` meanwhile: then the snapshot is
+    /// stale, nothing changes, and false is returned. Not a reload: pages stay as they are.
+    pub fn upgrade(&self, loaded: &Arc<Loaded>, sandbox: Sandbox) -> bool {
+        let mut project = loaded.project.clone();
+        project.root_files = project.root_files.without_route_sources();
+        let upgraded = Arc::new(Loaded {
+            project,
+            sandbox,
+            settings: loaded.settings.clone(),
+            config_error: loaded.config_error.clone(),
+            catalog: loaded.catalog.clone(),
+            context: loaded.context.clone(),
+        });
+        let before = self.current.compare_and_swap(loaded, upgraded);
+        Arc::ptr_eq(&before, loaded)
+    }
+
     /// How many times the project was reloaded.
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::SeqCst)

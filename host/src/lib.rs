@@ -16,7 +16,8 @@
 //! [`passwords`] hashes route code's passwords on the host, at native speed; [`outbound`] is
 //! route code's HTTP calls to other services, through the project's allow-list; [`environment`] gives
 //! it the settings and secrets the operator keeps outside the source;
-//! [`reload`] keeps it all current in `dev`; [`admin`] serves metrics of `run --tenants`;
+//! [`reload`] keeps it all current in `dev`, and [`imported`] keeps the project imported there in
+//! snapshots, as a build does for `run`; [`admin`] serves metrics of `run --tenants`;
 //! [`cli`] has one module per command.
 //!
 //! The binary (`main.rs`) is a thin entry point over [`cli`]; the library form exists so that
@@ -34,6 +35,7 @@ pub mod docs;
 pub mod environment;
 pub mod error_page;
 pub mod http_checks;
+pub mod imported;
 pub mod kv;
 pub mod logging;
 pub mod mode;

@@ -16,6 +16,7 @@ use std::{
     time::{Duration, SystemTime},
 };
 
+use anyhow::Context;
 use tokio::task::JoinSet;
 
 use crate::{
@@ -170,6 +171,52 @@ impl RootFiles {
             .push((format!("overrides:{}", overrides.shown), source));
     }
 
+    /// The `.py` files under `routes/` (path relative to it, source), sent with each call too
+    /// (named `routes:` and the path): in `dev`, an instance that starts from the snapshot
+    /// of the packages alone cannot open `/routes` (`crate::imported`), and imports them so.
+    fn add_route_sources(&mut self, files: &[(String, String)]) {
+        self.sources.extend(
+            files
+                .iter()
+                .map(|(path, source)| (format!("{ROUTE_SOURCE_PREFIX}{path}"), source.clone())),
+        );
+    }
+
+    /// The route files [`RootFiles::add_route_sources`] added, as it was given them.
+    pub fn route_sources(&self) -> Vec<(String, String)> {
+        self.sources
+            .iter()
+            .filter_map(|(name, source)| {
+                let path = name.strip_prefix(ROUTE_SOURCE_PREFIX)?;
+                Some((path.to_string(), source.clone()))
+            })
+            .collect()
+    }
+
+    /// These root files without the route files: for calls whose instance has the routes
+    /// imported already (a snapshot of the project).
+    pub fn without_route_sources(&self) -> RootFiles {
+        RootFiles {
+            present: self.present.clone(),
+            sources: self
+                .sources
+                .iter()
+                .filter(|(name, _)| !name.starts_with(ROUTE_SOURCE_PREFIX))
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// The root files a snapshot imports (`middleware.py`, ...), as (name, source): neither
+    /// the route files nor the test-only overrides sent with each call.
+    pub fn to_bake(&self) -> Vec<(String, String)> {
+        self.sources
+            .iter()
+            .filter(|(name, _)| Self::NAMES.contains(&name.as_str()))
+            .cloned()
+            .collect()
+    }
+
     /// Root files that were baked into the guest: names only.
     pub fn baked(names: &[String]) -> RootFiles {
         RootFiles {
@@ -193,6 +240,10 @@ impl RootFiles {
         &self.sources
     }
 }
+
+/// How a route file sent with a call is named among the root files (the guest's
+/// `project.ROUTE_SOURCE_PREFIX`).
+const ROUTE_SOURCE_PREFIX: &str = "routes:";
 
 /// `filerouter dev --overrides FILE`: a Python file whose `dependency_overrides` replace the
 /// project's dependencies in every request, as FastAPI's `app.dependency_overrides` does in
@@ -264,6 +315,10 @@ impl Project {
                 if let Some(overrides) = &overrides {
                     root_files.add_overrides(overrides);
                 }
+                // A file that cannot be read is reported by the inspection that imports it.
+                if let Ok(files) = route_sources(&routes_dir) {
+                    root_files.add_route_sources(&files);
+                }
                 (scan::scan(&routes_dir), root_files)
             })
             .await
@@ -285,6 +340,7 @@ impl Project {
             .unwrap_or_default();
         let mut routes: Vec<Option<Route>> = vec![None; scan.routes.len()];
         let mut inspections = JoinSet::new();
+        let files = std::sync::Arc::new(root_files.route_sources());
         for (index, found) in scan.routes.iter().enumerate() {
             let stamp = stamp_of(&routes_dir.join(&found.file));
             if let Some(old) = known.get(found.file.as_str())
@@ -300,9 +356,11 @@ impl Project {
             let root = root.to_path_buf();
             let file = found.file.clone();
             let pattern = found.pattern.clone();
+            let files = files.clone();
             inspections.spawn(async move {
                 let started = SystemTime::now();
-                let (handlers, trailing_slash, imports) = match sandbox.inspect_route(&file).await {
+                let inspected = sandbox.inspect_route(&file, &files).await;
+                let (handlers, trailing_slash, imports) = match inspected {
                     Ok(inspection) => (
                         inspection.handlers,
                         inspection.trailing_slash,
@@ -431,6 +489,44 @@ fn sandbox_failure(file: &str, reason: impl std::fmt::Display) -> ProjectError {
         traceback: String::new(),
         suggestions: Vec::new(),
     }
+}
+
+/// Every `.py` file under `routes/` (route files and the helpers they import), as (path
+/// relative to `routes/`, text), sorted by path: what a build or `dev`'s snapshot imports.
+/// Only regular files of at most [`regular_file::MAX_SOURCE_BYTES`] are read; folder links
+/// are followed only inside `routes/` (as the scanner does). Blocking.
+pub fn route_sources(routes_dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    let inside = std::fs::canonicalize(routes_dir).unwrap_or_else(|_| routes_dir.to_path_buf());
+    let mut stack = vec![(routes_dir.to_path_buf(), String::new())];
+    while let Some((dir, rel)) = stack.pop() {
+        let entries =
+            std::fs::read_dir(&dir).with_context(|| format!("cannot read {}", dir.display()))?;
+        for entry in entries.flatten() {
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            let path = entry.path();
+            let rel_name = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
+            let is_link = entry.file_type().is_ok_and(|t| t.is_symlink());
+            if path.is_dir() {
+                let follow = !is_link || scan::followable(&path, &inside);
+                if follow && name != "__pycache__" && !name.starts_with('.') {
+                    stack.push((path, rel_name));
+                }
+            } else if name.ends_with(".py") {
+                let source = regular_file::read_to_string(&path, regular_file::MAX_SOURCE_BYTES)
+                    .with_context(|| format!("routes/{rel_name}: cannot read it"))?;
+                out.push((rel_name, source));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
 }
 
 #[cfg(test)]

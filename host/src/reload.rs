@@ -15,13 +15,14 @@
 //! or `/usr` adds no watches (it would add one per folder of the whole tree, and fail on
 //! folders the server may not read).
 
-use std::{path::Path, time::Duration};
+use std::{path::Path, sync::Arc, time::Duration};
 
 use notify::{Config, Event, RecommendedWatcher, RecursiveMode, Watcher};
 
 use crate::{
     app::{App, Loaded},
     error_page::Failure,
+    imported::Imported,
     project::Project,
 };
 
@@ -46,7 +47,7 @@ struct Changed {
 const DEBOUNCE: Duration = Duration::from_millis(40);
 
 /// Start watching `app.root`. Keep the returned watcher alive for as long as reloads should happen.
-pub fn watch(app: App) -> notify::Result<RecommendedWatcher> {
+pub fn watch(app: App, imported: Arc<Imported>) -> notify::Result<RecommendedWatcher> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Changed>();
     let root = app.root.clone();
     let handler = move |event: notify::Result<Event>| {
@@ -85,7 +86,7 @@ pub fn watch(app: App) -> notify::Result<RecommendedWatcher> {
                 changed.migrations |= more.migrations;
             }
             changed.plugins |= plugins_broken;
-            plugins_broken = reload(&app, changed).await;
+            plugins_broken = reload(&app, &imported, changed).await;
         }
     });
     Ok(watcher)
@@ -100,6 +101,9 @@ fn is_relevant(root: &Path, path: &Path) -> bool {
     match components.next().as_deref() {
         Some("routes") => !rel.components().any(|c| c.as_os_str() == "__pycache__"),
         Some(".cache") | Some("typings") | Some(crate::data::DEFAULT_DIR) => false,
+        // `filerouter packages install` swaps the folder in whole: its packages' snapshot is
+        // taken again.
+        Some(crate::packages::DIR) => true,
         Some(crate::db::migrations::FOLDER) => is_migration(root, path),
         Some(name) => name.ends_with(".py") || is_env_file(name) || is_plugin_file(path),
         None => false,
@@ -148,7 +152,7 @@ fn is_plugin_file(path: &Path) -> bool {
 }
 
 /// Reload what `changed` touched; returns whether the plugins failed to load.
-async fn reload(app: &App, changed: Changed) -> bool {
+async fn reload(app: &App, imported: &Arc<Imported>, changed: Changed) -> bool {
     let config_changed = changed.config;
     let current = app.current();
     let mut sandbox = current.sandbox.clone();
@@ -245,6 +249,9 @@ async fn reload(app: &App, changed: Changed) -> bool {
             None => {}
         }
     }
+    // From the packages' snapshot (taken again if `.packages/` changed), never from the last
+    // snapshot of the routes, which may hold what was just edited.
+    let sandbox = imported.packages_layer(&sandbox).await;
     let project = Project::load(
         &app.root,
         &sandbox,
@@ -265,6 +272,7 @@ async fn reload(app: &App, changed: Changed) -> bool {
         config_error = crate::startup::failure(&sandbox, &project.root_files).await;
     }
     app.replace(Loaded::new(project, sandbox, settings, config_error));
+    imported.refresh(app);
     plugins_broken
 }
 

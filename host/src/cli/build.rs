@@ -31,7 +31,6 @@ use crate::{
     packages,
     project::{Project, RootFiles},
     regular_file,
-    routes::scan,
     sandbox::{self, Limits, Sandbox, engine::SandboxEngine, image, snapshot},
 };
 
@@ -90,9 +89,7 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
         .with_limits(settings.limits())
         .with_plugins(plugins.clone())
         .with_environment(settings.declared_environment());
-    let project = Project::load(&root, &sandbox, None, None).await;
-    check(&project)?;
-    let files = sources(&routes_dir)?;
+    let files = crate::project::route_sources(&routes_dir)?;
     let packages = packages::files(&root)?;
     let migrations = crate::db::migrations::read(&root)?;
     let inputs = inputs_hash(
@@ -106,6 +103,8 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
         key.is_some(),
         &settings,
     )?;
+    let project = Project::load(&root, &sandbox, None, None).await;
+    check(&project)?;
     eprintln!(
         "[1/4] config.py and routes/: {} route files inspected ({:.1}s)",
         project.routes.len(),
@@ -130,7 +129,7 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
         }
     );
     let route_files: Vec<String> = project.routes.iter().map(|r| r.file.clone()).collect();
-    let root_files = project.root_files.sources().to_vec();
+    let root_files = project.root_files.to_bake();
     let baked = snapshot::bake(
         files,
         route_files,
@@ -355,45 +354,6 @@ fn check(project: &Project) -> anyhow::Result<()> {
             problems.join("\n  ")
         )
     }
-}
-
-/// Every `.py` file under `routes/` (route files and the helpers they import), as
-/// (path relative to `routes/`, source), sorted by path.
-/// Every `.py` file under `routes/`, as (path relative to `routes/`, text). Only regular files
-/// of at most [`regular_file::MAX_SOURCE_BYTES`] are read; folder links are followed only
-/// inside `routes/` (as the scanner does).
-fn sources(routes_dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
-    let mut out = Vec::new();
-    let inside = fs::canonicalize(routes_dir).unwrap_or_else(|_| routes_dir.to_path_buf());
-    let mut stack = vec![(routes_dir.to_path_buf(), String::new())];
-    while let Some((dir, rel)) = stack.pop() {
-        let entries =
-            fs::read_dir(&dir).with_context(|| format!("cannot read {}", dir.display()))?;
-        for entry in entries.flatten() {
-            let Ok(name) = entry.file_name().into_string() else {
-                continue;
-            };
-            let path = entry.path();
-            let rel_name = if rel.is_empty() {
-                name.clone()
-            } else {
-                format!("{rel}/{name}")
-            };
-            let is_link = entry.file_type().is_ok_and(|t| t.is_symlink());
-            if path.is_dir() {
-                let follow = !is_link || scan::followable(&path, &inside);
-                if follow && name != "__pycache__" && !name.starts_with('.') {
-                    stack.push((path, rel_name));
-                }
-            } else if name.ends_with(".py") {
-                let source = regular_file::read_to_string(&path, regular_file::MAX_SOURCE_BYTES)
-                    .with_context(|| format!("routes/{rel_name}: cannot read it"))?;
-                out.push((rel_name, source));
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
 }
 
 /// The `plugins` section: each plugin's component (read again from its file) and the native

@@ -9,6 +9,7 @@ use super::ServeArgs;
 use crate::{
     app::{App, Loaded},
     data::Data,
+    imported::Imported,
     logging,
     mode::Mode,
     project::{DependencyOverrides, Project},
@@ -85,6 +86,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         ),
         None => None,
     };
+    // The packages imported once, before the routes are inspected in instances made from them.
+    let imported = Imported::new(&root, &sandbox);
+    let sandbox = imported.packages_layer(&sandbox).await;
     let project = Project::load(&root, &sandbox, None, overrides.as_ref()).await;
     // The start-up hook (startup.py), after the migrations: at start and after every reload.
     let config_error = match migration_error {
@@ -126,7 +130,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tracing::warn!("dependencies are overridden by {overrides} (dev --overrides: tests only)");
         app.overrides = Some(overrides);
     }
-    let _watcher = reload::watch(app.clone()).context("cannot watch the project folder")?;
+    // The routes imported once too, in the background: until then requests import them.
+    imported.refresh(&app);
+    let _watcher =
+        reload::watch(app.clone(), imported).context("cannot watch the project folder")?;
     // The counts /docs shows: routes as get_routes() lists them, handlers per path and method.
     let statistics = app.current().catalog.statistics.clone();
     let websockets = match app.current().catalog.websockets.len() {

@@ -482,6 +482,15 @@ impl Image {
         }
     }
 
+    /// An image of `bytes` (whole wasm pages) held in memory, not in the cache folder: `dev`'s
+    /// live snapshots, which live as long as the project stays unchanged.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, ImageError> {
+        Self::in_memory(blake3::hash(bytes), bytes).map_err(|reason| ImageError::File {
+            path: "(memory)".into(),
+            reason,
+        })
+    }
+
     /// The image in an anonymous memory file (`memfd`), for a cache folder that cannot be
     /// written (a read-only container): memory the process holds, not page cache it can drop.
     fn in_memory(hash: blake3::Hash, bytes: &[u8]) -> Result<Self, String> {

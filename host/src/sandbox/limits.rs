@@ -26,6 +26,8 @@ pub struct MemoryLimiter {
     refused: bool,
     /// The project's memory image, for a guest instance's limiter (see [`MemoryLimiter::for_guest`]).
     image: Option<Arc<Image>>,
+    /// Told where the guest instance's memory is, for a live snapshot ([`MemoryLimiter::watched`]).
+    watch: Option<Arc<slots::MemoryWatch>>,
 }
 
 impl MemoryLimiter {
@@ -37,6 +39,7 @@ impl MemoryLimiter {
             mine: 0,
             refused: false,
             image: None,
+            watch: None,
         }
     }
 
@@ -57,7 +60,14 @@ impl MemoryLimiter {
             mine: 0,
             refused: false,
             image: None,
+            watch: None,
         }
+    }
+
+    /// This guest instance's limiter, with `watch` told where its memory is once it is made.
+    pub fn watched(mut self, watch: Arc<slots::MemoryWatch>) -> Self {
+        self.watch = Some(watch);
+        self
     }
 
     /// The request's cap, in bytes.
@@ -84,7 +94,7 @@ impl ResourceLimiter for MemoryLimiter {
             && let Some(image) = &self.image
         {
             desired = desired.max(image.size());
-            slots::announce(image);
+            slots::announce(image, self.watch.as_ref());
         }
         let delta = desired.saturating_sub(current);
         let granted = maximum.is_none_or(|max| desired <= max)

@@ -32,6 +32,7 @@ mod guest;
 pub mod image;
 mod limits;
 mod lingering;
+pub mod live_snapshot;
 pub mod output;
 pub mod plugin_calls;
 pub mod reset;
@@ -271,11 +272,15 @@ pub const TOOLING_TIME: TimeLimits = TimeLimits {
 
 /// Whose call it is: a request's, the server's own, or the project's start-up hook (the
 /// server's queue and time, the request's settings and secrets).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Purpose {
     Request,
     Tooling,
     Startup,
+    /// `bake` in an ordinary instance for `dev`'s live snapshot ([`live_snapshot`]): as
+    /// tooling, but without files, collecting the objects to make immortal, under
+    /// [`live_snapshot::SNAPSHOT_TIME`], with `watch` told where the memory is.
+    Snapshot(Arc<slots::MemoryWatch>),
 }
 
 /// What a guest export's call returns, borrowing the call's store.
@@ -540,15 +545,22 @@ impl Sandbox {
 
     /// Import a route file in the guest and describe its handlers (or why it has none) and
     /// the project files its import loaded. An `Err` is a call that did not finish.
-    pub async fn inspect_route(&self, file: &str) -> Result<RouteInspection, SandboxError> {
+    /// `files`: the `.py` files under `routes/` (path relative to it, source), for an
+    /// instance that cannot open `/routes` (see `wit/filerouter.wit`); empty to read them there.
+    pub async fn inspect_route(
+        &self,
+        file: &str,
+        files: &[(String, String)],
+    ) -> Result<RouteInspection, SandboxError> {
         let label = format!("inspecting routes/{file}");
         let file = file.to_string();
+        let files = files.to_vec();
         let mut inspection = self
             .call(Purpose::Tooling, label, move |router, store| {
                 Box::pin(async move {
                     router
                         .filerouter_sandbox_guest()
-                        .call_inspect_route(store, &file)
+                        .call_inspect_route(store, &file, &files)
                         .await
                         .map(Ok)
                 })
@@ -596,6 +608,10 @@ impl Sandbox {
         let (queue, time) = match purpose {
             Purpose::Request => (self.inner.queue.clone(), self.inner.limits.time()),
             Purpose::Tooling => (self.inner.queue.scheduler().tooling(), TOOLING_TIME),
+            Purpose::Snapshot(_) => (
+                self.inner.queue.scheduler().tooling(),
+                live_snapshot::SNAPSHOT_TIME,
+            ),
             Purpose::Startup => {
                 let request = self.inner.limits.time();
                 let time = TimeLimits {
@@ -610,13 +626,17 @@ impl Sandbox {
                 self.inner.environment.clone(),
                 Some(self.inner.outbound.clone()),
             ),
-            Purpose::Tooling => (self.inner.declared.clone(), None),
+            Purpose::Tooling | Purpose::Snapshot(_) => (self.inner.declared.clone(), None),
+        };
+        let watch = match purpose {
+            Purpose::Snapshot(watch) => Some(watch),
+            _ => None,
         };
         let turn = queue.turn().await.map_err(SandboxError::Busy)?;
         let inner = self.inner.clone();
         match turn
             .run(time, move |budget| {
-                inner.instantiate_and_call(budget, environment, outbound, label, export)
+                inner.instantiate_and_call(budget, environment, outbound, watch, label, export)
             })
             .await
         {
@@ -646,12 +666,15 @@ impl Drop for EmitOnDrop {
 }
 
 impl Inner {
-    /// On a guest thread: a fresh store and instance, `export` called in it.
+    /// On a guest thread: a fresh store and instance, `export` called in it. With `watch`, a
+    /// live snapshot's call: no files, and the memory watched.
+    #[allow(clippy::too_many_arguments)]
     async fn instantiate_and_call<T, F>(
         self: Arc<Self>,
         budget: Budget,
         environment: Environment,
         outbound: Option<Arc<crate::outbound::Gate>>,
+        watch: Option<Arc<slots::MemoryWatch>>,
         label: String,
         export: F,
     ) -> Result<T, SandboxError>
@@ -661,7 +684,9 @@ impl Inner {
         let limits = &self.limits;
         let _slot = self.guest.engine().slot().await;
         let mut wasi = WasiCtxBuilder::new();
-        if let Some(dir) = &self.routes_dir {
+        // A snapshot sees no files, as a build's bake does: a descriptor it opened would be
+        // in the memory every later instance starts from.
+        if let Some(dir) = self.routes_dir.as_ref().filter(|_| watch.is_none()) {
             wasi.preopened_dir(dir, "/routes", FsPerms::ReadOnly)
                 .map_err(|e| SandboxError::Setup(format!("open {}: {e}", dir.display())))?;
             // The project's own packages (`filerouter packages install`), read-only.
@@ -684,13 +709,24 @@ impl Inner {
         // Plugins run in stores of their own under this call's budget: their CPU is counted
         // in this call's (they run in its polls) and their epoch ticks ask the same budget.
         let deadline = Instant::now() + limits.wall;
-        let memory = MemoryLimiter::for_guest(limits.memory_bytes, self.guest.image().clone());
-        let mut state = CallState::new(wasi.build(), memory, &self.data, deadline);
+        let mut memory = MemoryLimiter::for_guest(limits.memory_bytes, self.guest.image().clone());
+        if let Some(watch) = &watch {
+            memory = memory.watched(watch.clone());
+        }
+        // A snapshot imports with no database and a throwaway key-value store, as a build's
+        // bake does: a connection opened at import time would be in every later instance's
+        // memory, stale (the import fails instead, and `dev` serves that project from source).
+        let throwaway = watch.is_some().then(Data::default);
+        let data = throwaway.as_ref().unwrap_or(&self.data);
+        let mut state = CallState::new(wasi.build(), memory, data, deadline);
+        if watch.is_some() {
+            state.immortal = Some(Vec::new());
+        }
         state.plugins = self.plugins.as_ref().map(|plugins| {
             plugins.open(PluginCall {
                 memory: state.limits.share(),
                 deadline,
-                kv: self.data.kv.clone(),
+                kv: data.kv.clone(),
                 time: Some(budget.clone()),
                 output: Some(output.clone()),
             })

@@ -29,7 +29,7 @@ use std::{
     ops::Range,
     sync::{
         Arc, Mutex,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicU64, AtomicUsize, Ordering},
     },
 };
 
@@ -41,16 +41,54 @@ use super::{image::Image, reset};
 /// name; an older kernel refuses it (EINVAL) and nothing happens.
 const MADV_POPULATE_WRITE: libc::c_int = 23;
 
+/// An announced memory: the image it starts from, and who watches it.
+type Announcement = (Arc<Image>, Option<Arc<MemoryWatch>>);
+
 thread_local! {
-    /// The image the next memory created on this thread starts from: set by [`announce`],
-    /// taken by [`Slots::new_memory`].
-    static ANNOUNCED: RefCell<Option<Arc<Image>>> = const { RefCell::new(None) };
+    /// The memory the next one created on this thread is: set by [`announce`], taken by
+    /// [`Slots::new_memory`].
+    static ANNOUNCED: RefCell<Option<Announcement>> = const { RefCell::new(None) };
 }
 
-/// Say which image the memory wasmtime is about to create on this thread starts from. Called
-/// by the store's memory limiter when asked to grant a new memory.
-pub fn announce(image: &Arc<Image>) {
-    ANNOUNCED.with(|next| *next.borrow_mut() = Some(image.clone()));
+/// Say which image the memory wasmtime is about to create on this thread starts from, and
+/// whether `watch` should see it (a live snapshot's instance). Called by the store's memory
+/// limiter when asked to grant a new memory.
+pub fn announce(image: &Arc<Image>, watch: Option<&Arc<MemoryWatch>>) {
+    ANNOUNCED.with(|next| *next.borrow_mut() = Some((image.clone(), watch.cloned())));
+}
+
+/// Where one instance's memory is and how long it is now, for copying it out when its call
+/// has returned: `dev` snapshots a live instance's memory so ([`super::live_snapshot`]).
+/// Empty until the memory is made, and again once it is dropped.
+#[derive(Debug, Default)]
+pub struct MemoryWatch {
+    base: AtomicUsize,
+    size: AtomicUsize,
+}
+
+impl MemoryWatch {
+    /// A copy of the watched memory's bytes, or `None` if it was never made or is gone.
+    ///
+    /// Call it only while the store that owns the memory is alive and runs no guest code
+    /// (between calls of its instance): the memory then neither moves nor changes. The slot's
+    /// memory lives at a fixed address for its whole life and its first `size` bytes are
+    /// accessible; its drop empties the watch before the slot goes back to the free list.
+    pub fn copy(&self) -> Option<Vec<u8>> {
+        let base = self.base.load(Ordering::SeqCst);
+        let size = self.size.load(Ordering::SeqCst);
+        if base == 0 {
+            return None;
+        }
+        // SAFETY: `base..base + size` is the live memory's accessible part (see above), and
+        // nothing writes to it while its store runs no guest code.
+        let bytes = unsafe { std::slice::from_raw_parts(base as *const u8, size) };
+        Some(bytes.to_vec())
+    }
+
+    fn set(&self, base: usize, size: usize) {
+        self.size.store(size, Ordering::SeqCst);
+        self.base.store(base, Ordering::SeqCst);
+    }
 }
 
 /// Forget an announcement no memory took (after an instantiation, whatever happened).
@@ -86,7 +124,7 @@ struct SlotsInner {
     /// The most slots kept, in use or free.
     capacity: usize,
     /// Slots that exist, in use or free.
-    total: std::sync::atomic::AtomicUsize,
+    total: AtomicUsize,
     policy: reset::ResetPolicy,
     created: AtomicU64,
     warm: AtomicU64,
@@ -118,7 +156,7 @@ impl Slots {
             inner: Arc::new(SlotsInner {
                 free: Mutex::new(Vec::new()),
                 capacity: capacity.max(1),
-                total: std::sync::atomic::AtomicUsize::new(0),
+                total: AtomicUsize::new(0),
                 policy,
                 created: AtomicU64::new(0),
                 warm: AtomicU64::new(0),
@@ -419,12 +457,13 @@ impl Drop for Slot {
     }
 }
 
-/// A memory in use by one instance: its slot, and the size the guest sees.
+/// A memory in use by one instance: its slot, the size the guest sees, and who watches it.
 struct SlotMemory {
     slots: Arc<SlotsInner>,
     slot: Option<Slot>,
     size: usize,
     maximum: Option<usize>,
+    watch: Option<Arc<MemoryWatch>>,
 }
 
 // SAFETY: a slot is plain memory owned by this value; wasmtime gives it to one store.
@@ -446,6 +485,9 @@ unsafe impl LinearMemory for SlotMemory {
         };
         slot.grow_to(new_size).map_err(wasmtime::Error::msg)?;
         self.size = self.size.max(new_size);
+        if let Some(watch) = &self.watch {
+            watch.set(slot.base, self.size);
+        }
         Ok(())
     }
 
@@ -458,6 +500,9 @@ unsafe impl LinearMemory for SlotMemory {
 
 impl Drop for SlotMemory {
     fn drop(&mut self) {
+        if let Some(watch) = &self.watch {
+            watch.set(0, 0);
+        }
         if let Some(slot) = self.slot.take() {
             self.slots.give_back(slot);
         }
@@ -477,7 +522,7 @@ unsafe impl MemoryCreator for Slots {
         reserved_size_in_bytes: Option<usize>,
         guard_size_in_bytes: usize,
     ) -> Result<Box<dyn LinearMemory>, String> {
-        let image = ANNOUNCED
+        let (image, watch) = ANNOUNCED
             .with(|next| next.borrow_mut().take())
             .ok_or("no memory image was announced for this instance (a filerouter bug)")?;
         if ty.is_shared() || ty.is_64() {
@@ -490,11 +535,15 @@ unsafe impl MemoryCreator for Slots {
             self.inner.give_back(slot);
             return Err(e);
         }
+        if let Some(watch) = &watch {
+            watch.set(slot.base, size);
+        }
         Ok(Box::new(SlotMemory {
             slots: self.inner.clone(),
             slot: Some(slot),
             size,
             maximum,
+            watch,
         }))
     }
 }
@@ -687,7 +736,7 @@ mod tests {
     }
 
     fn memory_for(slots: &Slots, image: &Arc<Image>) -> Box<dyn LinearMemory> {
-        announce(image);
+        announce(image, None);
         slots
             .new_memory(MemoryType::new(0, None), 0, None, Some(RESERVED), GUARD)
             .unwrap()
@@ -781,7 +830,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let image = image(dir.path(), 2, 9);
         let slots = Slots::new(1, policy(true));
-        announce(&image);
+        announce(&image, None);
         let mut memory = slots
             .new_memory(
                 MemoryType::new(0, None),

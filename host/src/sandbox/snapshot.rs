@@ -57,6 +57,7 @@ pub async fn bake(
                 routes,
                 root_files,
                 packages,
+                keep_compiled: false,
             };
             let invoker = run_bake(
                 instrumented,
@@ -81,11 +82,19 @@ pub async fn bake(
 }
 
 /// What the guest's `bake` export is given: the project's Python and its packages.
-struct Sources {
-    files: Vec<(String, String)>,
-    routes: Vec<String>,
-    root_files: Vec<(String, String)>,
-    packages: Vec<(String, Vec<u8>)>,
+#[derive(Debug, Clone, Default)]
+pub struct Sources {
+    /// Every `.py` file under `routes/`, as path (relative to it) and source.
+    pub files: Vec<(String, String)>,
+    /// The route files to import (relative to `routes/`).
+    pub routes: Vec<String>,
+    /// The project's root Python files (`middleware.py`, ...), as name and source.
+    pub root_files: Vec<(String, String)>,
+    /// Every file of `.packages/`, as path (relative to it) and bytes.
+    pub packages: Vec<(String, Vec<u8>)>,
+    /// Compile every module of `packages` too, and keep the code (`dev`'s snapshot of the
+    /// packages alone: see `wit/filerouter.wit`); a build never does.
+    pub keep_compiled: bool,
 }
 
 /// Instantiate the instrumented guest (no files, no network: sources arrive as arguments)
@@ -150,6 +159,7 @@ async fn run_bake(
             &sources.routes,
             &sources.root_files,
             &sources.packages,
+            sources.keep_compiled,
         )
         .await
         .map_err(wt)?;
@@ -198,7 +208,7 @@ pub struct Immortalized {
 }
 
 /// Write CPython's immortal reference count into every object `objects` lists ((object
-/// address, type address) pairs, flat; `guest-python/immortal.py`) in `memory`, the baked
+/// address, type address) pairs, flat; `guest-python/sandbox/immortal.py`) in `memory`, the baked
 /// instance's linear memory as the snapshot will hold it. Each object is checked first: its
 /// type pointer (the word after the count) must still be the listed type and its count one a
 /// live object has, so a stale entry can never turn a freed block's free-list pointer into a
