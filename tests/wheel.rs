@@ -497,8 +497,9 @@ def GET(request: Request, conn: sqlite3.Connection = Depends(connection)) -> dic
 /// What the TestClient promises beyond the happy path, each against the real server: cookies
 /// kept between requests, redirects followed (or not), uploads, JSON and form bodies, headers
 /// of any case, the project's secrets through `env=`, a data folder per client (kv starts
-/// empty in each), a failed start that shows the server's output, and `mode="run"` from the
-/// build cache.
+/// empty in each), a failed start that shows the server's output, `mode="run"` from the build
+/// cache, built again when a route changed (and `filerouter status` saying so), and the async
+/// client.
 #[test]
 fn the_testclient_keeps_its_promises() {
     const TEST: &str = "the_testclient_keeps_its_promises";
@@ -519,7 +520,7 @@ fn the_testclient_keeps_its_promises() {
         &["-q", "-p", "no:cacheprovider", "tests"],
         &app,
     );
-    assert!(ok && out.contains("7 passed"), "{out}");
+    assert!(ok && out.contains("9 passed"), "{out}");
 }
 
 const PROMISES_PROJECT: &[(&str, &str)] = &[
@@ -619,6 +620,36 @@ def test_run_mode_serves_the_build_cache():
     with TestClient(PROJECT, mode="run", env=SECRET) as client:
         assert client.get("/secret").json() == {"key": "k-123"}
         assert client.post("/count").json() == {"n": 1}
+
+
+def test_run_mode_never_serves_an_old_build():
+    import subprocess
+
+    route = PROJECT / "routes" / "version" / "route.py"
+    route.parent.mkdir(exist_ok=True)
+    route.write_text("def GET(request):\n    return {'version': 1}\n")
+    status = lambda: subprocess.run(["filerouter", "status", "--project", str(PROJECT)], capture_output=True, text=True).stdout
+    assert "sources:     changed since the build" in status()
+    with TestClient(PROJECT, mode="run", env=SECRET) as client:
+        assert client.get("/version").json() == {"version": 1}
+    assert "sources:     match the build" in status()
+    route.write_text("def GET(request):\n    return {'version': 2}\n")
+    with TestClient(PROJECT, mode="run", env=SECRET) as client:
+        assert client.get("/version").json() == {"version": 2}
+
+
+def test_the_async_client():
+    import asyncio
+
+    from filerouter.testing import AsyncTestClient
+
+    async def main():
+        async with AsyncTestClient(PROJECT, env=SECRET) as client:
+            first, second = await asyncio.gather(client.post("/count"), client.post("/count"))
+            assert sorted([first.json()["n"], second.json()["n"]]) == [1, 2]
+            assert (await client.get("/secret")).json() == {"key": "k-123"}
+
+    asyncio.run(main())
 
 
 def test_a_server_that_cannot_start_shows_its_output(tmp_path):

@@ -18,6 +18,12 @@ applied) and are removed when it stops; `FILEROUTER_DATABASE_URL`, `FILEROUTER_K
 FastAPI's (`status_code`, `json()`, `text`, `content`, `headers`, `cookies`); the client keeps
 cookies between requests and follows redirects, as FastAPI's does.
 
+`mode="run"` runs `filerouter build` first, which builds only when the sources changed since the
+last build: a test never passes against an old build. In `dev` the client waits until the server
+serves from its snapshot of the imported routes, so requests cost what they cost under `run`.
+`AsyncTestClient` is the same client for `async def` tests (`await client.get("/")`).
+`startup.py` (FastAPI's lifespan) runs when the server starts, under either.
+
 Failures show the server's log: a server that does not start raises `ServerError` with its
 output; a request answered 500 raises `ServerError` with the log lines it wrote (the traceback,
 in `dev`) unless `raise_server_exceptions=False`; and with the pytest plugin this package
@@ -40,6 +46,7 @@ if sys.platform == "wasi":  # imported by route code inside the sandbox
         "filerouter.testing runs on your machine (pytest), not in the sandbox: route code cannot import it"
     )
 
+import asyncio
 import http.client
 import json as _json
 import os
@@ -58,11 +65,15 @@ from pathlib import Path
 from typing import IO, Any, Literal
 from urllib.parse import urlencode, urljoin, urlsplit
 
-__all__ = ["Headers", "Response", "ServerError", "TestClient", "find_binary"]
+__all__ = ["AsyncTestClient", "Headers", "Response", "ServerError", "TestClient", "find_binary"]
 
 # The environment variables that would point a test's server at shared data.
 _SHARED_DATA = ("FILEROUTER_DATABASE_URL", "FILEROUTER_KV_URL", "FILEROUTER_DATA_DIR")
 _BANNER = re.compile(r"^filerouter (?:dev|run): serving .* at (http://\S+) ", re.M)
+# What `dev` logs once it serves from a snapshot of the imported routes, or why it cannot.
+_IMPORTED = re.compile(r"routes imported once for every request|every request imports the routes from source")
+# How long a client waits for that after the banner before it sends requests anyway.
+_IMPORT_WAIT = 60.0
 _UNSET: Any = object()
 # The clients running now, for the pytest plugin's failure reports.
 LIVE: weakref.WeakSet[TestClient] = weakref.WeakSet()
@@ -251,23 +262,37 @@ class TestClient:
         data_dir = self._given_data_dir or Path(self._temporary) / "data"
         self._log_path = Path(self._temporary) / "server.log"
         self._log_file = open(self._log_path, "wb")  # noqa: SIM115  (closed in close())
-        command = [self.binary or find_binary(), self.mode, "--project", str(self.project)]
+        binary = self.binary or find_binary()
+        env = {k: v for k, v in os.environ.items() if k not in _SHARED_DATA}
+        env.update(self.env)
+        if self.mode == "run" and (self.project / "routes").is_dir():
+            self._build(binary, env)
+        command = [binary, self.mode, "--project", str(self.project)]
         command += ["--host", "127.0.0.1", "--port", "0", "--data-dir", str(data_dir)]
         if self.mode == "run":
             command.append("--migrate")
         if self.dependency_overrides is not None:
             command += ["--overrides", str(self.dependency_overrides)]
-        env = {k: v for k, v in os.environ.items() if k not in _SHARED_DATA}
-        env.update(self.env)
         self._process = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT, env=env
         )
         LIVE.add(self)
         deadline = time.monotonic() + self.startup_timeout
         process = self._process
+        serving_since: float | None = None
         while True:
             match = _BANNER.search(self.log)
-            if match:
+            if match and serving_since is None:
+                serving_since = time.monotonic()
+            # `dev` serves at once, and from the snapshot of the imported routes a moment later
+            # (`filerouter dev`'s log says which): the tests wait for it, and then run as fast
+            # as under `run`.
+            ready = (
+                self.mode == "run"
+                or _IMPORTED.search(self.log) is not None
+                or (serving_since is not None and time.monotonic() - serving_since > _IMPORT_WAIT)
+            )
+            if match and ready:
                 address = urlsplit(match.group(1))
                 self._address = (address.hostname or "127.0.0.1", address.port or 80)
                 return
@@ -287,6 +312,25 @@ class TestClient:
                     f"its output:\n{log}"
                 )
             time.sleep(0.05)
+
+    def _build(self, binary: str, env: dict[str, str]) -> None:
+        """`filerouter build` before `mode="run"` serves: it builds only when the sources
+        changed since the last build (else it says the build is up to date, at the cost of
+        reading them), so a test never passes against an old build."""
+        assert self._log_file is not None
+        built = subprocess.run(
+            [binary, "build", "--project", str(self.project)],
+            stdin=subprocess.DEVNULL,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            env=env,
+            timeout=self.startup_timeout,
+            check=False,
+        )
+        if built.returncode != 0:
+            log = self.log
+            self.close()
+            raise ServerError(f"filerouter build failed for {self.project} (status {built.returncode}); its output:\n{log}")
 
     def close(self) -> None:
         """Stop the server (SIGTERM, then SIGKILL after 10 s) and remove the temporary data."""
@@ -447,6 +491,75 @@ class TestClient:
         __tracebackhide__ = True
         return self.request("DELETE", url, **kwargs)
 
+
+
+class AsyncTestClient:
+    """The TestClient for `async def` tests, as FastAPI's async tests use `httpx.AsyncClient`:
+
+        async with AsyncTestClient(PROJECT) as client:
+            response = await client.get("/")
+
+    It takes the same arguments as `TestClient` and serves the project the same way; each
+    request waits in a thread of its own, so requests gathered together (`asyncio.gather`) are
+    sent at once and the event loop is never blocked."""
+
+    __test__ = False
+
+    def __init__(self, project: str | os.PathLike[str] = ".", **options: Any) -> None:
+        self.client = TestClient(project, **options)
+
+    async def __aenter__(self) -> AsyncTestClient:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self.client.start)
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.client.close)
+
+    @property
+    def cookies(self) -> dict[str, str]:
+        return self.client.cookies
+
+    @property
+    def log(self) -> str:
+        return self.client.log
+
+    async def request(self, method: str, url: str, **kwargs: Any) -> Response:
+        __tracebackhide__ = True
+        return await asyncio.to_thread(self.client.request, method, url, **kwargs)
+
+    async def get(self, url: str, **kwargs: Any) -> Response:
+        __tracebackhide__ = True
+        return await self.request("GET", url, **kwargs)
+
+    async def head(self, url: str, **kwargs: Any) -> Response:
+        __tracebackhide__ = True
+        return await self.request("HEAD", url, **kwargs)
+
+    async def options(self, url: str, **kwargs: Any) -> Response:
+        __tracebackhide__ = True
+        return await self.request("OPTIONS", url, **kwargs)
+
+    async def post(self, url: str, **kwargs: Any) -> Response:
+        __tracebackhide__ = True
+        return await self.request("POST", url, **kwargs)
+
+    async def put(self, url: str, **kwargs: Any) -> Response:
+        __tracebackhide__ = True
+        return await self.request("PUT", url, **kwargs)
+
+    async def patch(self, url: str, **kwargs: Any) -> Response:
+        __tracebackhide__ = True
+        return await self.request("PATCH", url, **kwargs)
+
+    async def delete(self, url: str, **kwargs: Any) -> Response:
+        __tracebackhide__ = True
+        return await self.request("DELETE", url, **kwargs)
 
 def _path_of(url: str, base_url: str) -> str:
     """The request target of `url`: a path, or an absolute URL of `base_url`'s host."""

@@ -103,13 +103,8 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
         key.is_some(),
         &settings,
     )?;
-    let project = Project::load(&root, &sandbox, None, None).await;
-    check(&project)?;
-    eprintln!(
-        "[1/4] config.py and routes/: {} route files inspected ({:.1}s)",
-        project.routes.len(),
-        step.elapsed().as_secs_f64()
-    );
+    // Before any route is inspected: an up-to-date build (a test session's `mode="run"`
+    // client asks at every start) costs the time of reading the sources.
     if !args.force && up_to_date(&cache_dir, key.as_ref(), &inputs).await? {
         eprintln!(
             "{} is up to date (use --force to build it again)",
@@ -118,6 +113,13 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
         note_public(&root, &cache_dir);
         return Ok(());
     }
+    let project = Project::load(&root, &sandbox, None, None).await;
+    check(&project)?;
+    eprintln!(
+        "[1/4] config.py and routes/: {} route files inspected ({:.1}s)",
+        project.routes.len(),
+        step.elapsed().as_secs_f64()
+    );
 
     let step = Instant::now();
     eprintln!(
@@ -224,6 +226,37 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
     );
     note_public(&root, &cache_dir);
     Ok(())
+}
+
+/// The inputs hash a build of the project at `root` would record now, at compression `level`
+/// and encrypted or not: what `filerouter status` compares with the build's. Evaluates
+/// `config.py` in the sandbox (its plugins and build settings count); reads every source.
+pub async fn current_inputs(root: &Path, level: i32, encrypted: bool) -> anyhow::Result<String> {
+    let engine = tokio::task::spawn_blocking(|| SandboxEngine::load(1))
+        .await
+        .context("engine setup panicked")??;
+    let scheduler = crate::scheduler::Scheduler::new(1);
+    let boot = Sandbox::new(engine, None, Limits::default(), scheduler.tooling())?;
+    let settings = boot.load_settings(root).await?;
+    let root = root.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let files = crate::project::route_sources(&Project::routes_dir(&root))?;
+        let packages = packages::files(&root)?;
+        let migrations = crate::db::migrations::read(&root)?;
+        inputs_hash(
+            &root,
+            Sources {
+                files: &files,
+                packages: &packages,
+                migrations: &migrations,
+            },
+            level,
+            encrypted,
+            &settings,
+        )
+    })
+    .await
+    .context("reading the sources panicked")?
 }
 
 /// The memory image of the baked component `baked`, once its code has been checked to be the

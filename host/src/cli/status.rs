@@ -1,7 +1,10 @@
 //! `filerouter status`: whether a build cache exists, when it was made, what it holds.
 
 use super::CacheArgs;
-use crate::{cache, cli::build::megabytes};
+use crate::{
+    cache,
+    cli::build::{self, megabytes},
+};
 
 pub fn run(args: CacheArgs) -> anyhow::Result<()> {
     let dir = super::cache_dir(&args.project, args.cache_dir.as_deref())?;
@@ -9,6 +12,7 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
         println!("no build in {} (run `filerouter build`)", dir.display());
         return Ok(());
     };
+    let mut stale = false;
     let raw: u64 = manifest.sections.iter().map(|s| s.raw).sum();
     println!("build:       {}", dir.display());
     println!("created:     {}", manifest.created_at);
@@ -45,6 +49,32 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
         || manifest.guest_sha256 != crate::sandbox::GUEST_SHA256
     {
         println!("stale:       built by another filerouter build; run `filerouter build` again");
+        return Ok(());
+    }
+    // The sources a build would read now, against what this one read.
+    let sources = match args.project.join("routes").is_dir() {
+        false => "unknown (the project's routes/ folder is not here)".to_string(),
+        true => {
+            let current = super::runtime()?.block_on(build::current_inputs(
+                &args.project,
+                manifest.compression_level,
+                manifest.encrypted,
+            ));
+            match current {
+                Ok(inputs) if inputs == manifest.inputs => "match the build".to_string(),
+                Ok(_) => {
+                    stale = true;
+                    "changed since the build (config.py, routes/, a root file, migrations/, \
+                     a plugin or .packages/): run `filerouter build` again"
+                        .to_string()
+                }
+                Err(e) => format!("unknown ({e:#})"),
+            }
+        }
+    };
+    println!("sources:     {sources}");
+    if stale {
+        println!("stale:       yes");
     }
     Ok(())
 }
