@@ -240,7 +240,8 @@ fn not_found_py_replaces_the_404_body_and_keeps_the_status() {
         json!({
             "missing": "/no/such/page", "total": 3, "methods": {"GET": 2, "DELETE": 1},
             "get_routes": ["/", "/users/{id}"], "title": "Shop",
-            "files": ["routes/index.py", "routes/users/[id]/route.py"],
+            // One entry per path and method, as `total` counts them.
+            "files": ["routes/index.py", "routes/users/[id]/route.py", "routes/users/[id]/route.py"],
         })
     );
 

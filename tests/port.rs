@@ -423,3 +423,73 @@ fn the_port_answers_every_request_as_the_fastapi_original() {
         problems.join("\n")
     );
 }
+
+/// Where nothing forces a difference, filerouter answers as FastAPI on uvicorn does, compared
+/// on the same requests: the trailing-slash redirect's `Location` is absolute (the request's
+/// host; `https` when a proxy on the same machine says so), and `responses=` keeps keys beyond
+/// OpenAPI's, which FastAPI copies into the document as they are.
+#[test]
+fn fastapis_answers_where_nothing_forces_a_difference() {
+    const TEST: &str = "fastapis_answers_where_nothing_forces_a_difference";
+    let venv = match python_venv() {
+        Ok(venv) => venv,
+        Err(why) => return missing(TEST, &why, "python3 and python3-venv, and reach PyPI"),
+    };
+    let original = tempfile::tempdir().unwrap();
+    std::fs::write(
+        original.path().join("app.py"),
+        "from fastapi import FastAPI\n\n\
+         app = FastAPI()\n\n\
+         @app.get('/')\ndef index():\n    return {}\n\n\
+         @app.get('/users')\ndef users():\n    return []\n\n\
+         @app.get('/items', responses={404: {'description': 'Not here', 'mensaje': 'no existe', 'x-codes': [1, 2]}})\n\
+         def items():\n    return []\n",
+    )
+    .unwrap();
+    let project = Project::new(&[
+        ("routes/index.py", "def GET(request):\n    return {}\n"),
+        (
+            "routes/users/route.py",
+            "def GET(request):\n    return []\n",
+        ),
+        (
+            "routes/items/route.py",
+            "from filerouter import route\n\n\
+             @route(responses={404: {'description': 'Not here', 'mensaje': 'no existe', 'x-codes': [1, 2]}})\n\
+             def GET(request):\n    return []\n",
+        ),
+    ]);
+    let fastapi = Uvicorn::start(&venv, original.path());
+    let server = Server::dev(&project);
+    let http = client();
+    let redirect = |base: &str, headers: &[(&str, &str)]| {
+        let mut request = http.get(format!("{base}/users/?page=2"));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.send().unwrap();
+        let location = response.headers()["location"].to_str().unwrap().to_string();
+        (response.status().as_u16(), location.replace(base, "BASE"))
+    };
+    for headers in [
+        &[][..],
+        &[("host", "api.example.test")][..],
+        &[("host", "api.example.test"), ("x-forwarded-proto", "https")][..],
+    ] {
+        let theirs = redirect(&fastapi.base, headers);
+        let ours = redirect(&server.url(""), headers);
+        assert_eq!(ours, theirs, "{headers:?}");
+    }
+    let responses = |base: &str| {
+        let document: serde_json::Value = http
+            .get(format!("{base}/openapi.json"))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        document["paths"]["/items"]["get"]["responses"]["404"].clone()
+    };
+    let theirs = responses(&fastapi.base);
+    assert_eq!(theirs["mensaje"], "no existe", "{theirs}");
+    assert_eq!(responses(&server.url("")), theirs);
+}

@@ -299,7 +299,29 @@ fn trailing_slash_redirects_with_307_when_the_route_exists() {
     let server = Server::dev(&project);
     let response = server.get("/users/?page=2");
     assert_eq!(response.status(), 307);
-    assert_eq!(response.headers()["location"], "/users?page=2");
+    // Absolute, as Starlette's: the request's own host (uvicorn gives
+    // `http://127.0.0.1:PORT/users?page=2` for the same request; tests/port.rs compares them).
+    assert_eq!(
+        response.headers()["location"],
+        format!("{}/users?page=2", server.url("")).as_str()
+    );
+    let named = server
+        .request("GET", "/users/")
+        .header("host", "api.example.test")
+        .send()
+        .unwrap();
+    assert_eq!(named.headers()["location"], "http://api.example.test/users");
+    // A proxy on the same machine says the client spoke HTTPS (uvicorn's default trust).
+    let proxied = server
+        .request("GET", "/users/")
+        .header("host", "api.example.test")
+        .header("x-forwarded-proto", "https")
+        .send()
+        .unwrap();
+    assert_eq!(
+        proxied.headers()["location"],
+        "https://api.example.test/users"
+    );
     assert_eq!(server.get("/nothing/").status(), 404);
     assert_eq!(server.get("/users//7").status(), 404);
     assert_eq!(server.get("//users").status(), 404);
@@ -333,10 +355,15 @@ fn trailing_slash_routes_redirect_to_the_path_with_the_slash() {
         ),
     ]);
     let check = |server: &Server| {
+        let base = server.url("");
         let redirect = |path: &str, method: &str| {
             let response = server.request(method, path).send().unwrap();
             assert_eq!(response.status(), 307, "{method} {path}");
-            response.headers()["location"].to_str().unwrap().to_string()
+            let location = response.headers()["location"].to_str().unwrap().to_string();
+            location
+                .strip_prefix(&base)
+                .unwrap_or_else(|| panic!("{location} is not under {base}"))
+                .to_string()
         };
         assert_eq!(redirect("/products", "GET"), "/products/");
         assert_eq!(redirect("/products?page=2", "GET"), "/products/?page=2");

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import re
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -31,6 +32,7 @@ ATTRIBUTE = "__filerouter_route__"
 NOT_GIVEN = inspect.Parameter.empty
 
 _STATUS_RANGE = re.compile(r"^[1-5]XX$")
+# The keys of an OpenAPI Response Object, and FastAPI's `model`; others pass through as they are.
 _RESPONSE_KEYS = {"description", "model", "content", "headers", "links"}
 
 
@@ -96,10 +98,18 @@ def _responses(responses: Mapping[Any, Any] | None) -> dict[str, dict[str, Any]]
         key = _status_key(code)
         if not isinstance(response, dict):
             raise TypeError(f"route(responses=...): the response of {code!r} must be a dict, like {{\"description\": ...}}")
-        unknown = sorted(str(k) for k in response if k not in _RESPONSE_KEYS)
-        if unknown:
-            known = ", ".join(sorted(_RESPONSE_KEYS))
-            raise ValueError(f"route(responses=...): unknown key {unknown[0]!r} in the response of {code!r} (known: {known})")
+        # Keys beyond OpenAPI's go into the document as they are, as FastAPI copies them; they
+        # must be JSON, since the document is.
+        for extra in (k for k in response if k not in _RESPONSE_KEYS):
+            if not isinstance(extra, str):
+                raise TypeError(f"route(responses=...): the response of {code!r} has a key {extra!r} that is not a string")
+            try:
+                json.dumps(response[extra])
+            except (TypeError, ValueError) as exc:
+                raise TypeError(
+                    f"route(responses=...): {extra!r} of the response of {code!r} is not JSON ({exc}): "
+                    "it goes into /openapi.json as it is"
+                ) from None
         _text(f"responses[{code!r}]['description']", response.get("description"))
         for part in ("content", "headers", "links"):
             if part in response and not isinstance(response[part], dict):

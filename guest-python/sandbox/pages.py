@@ -3,11 +3,12 @@
 Both define `def handler(request, context)`, sync or async, and return HTML text, a dict (sent
 as JSON) or a response object. `context` describes the project's API, as the host sent it:
 
-    context.get_routes()                 # every route: path, methods, parameters, docstrings
-    context.get_routes_by_method("GET")  # the routes that serve GET
+    context.get_routes()                 # one entry per path and method: path, method, parameters,
+                                         #  docstrings (len() is get_statistics()["total_routes"])
+    context.get_routes_by_method("GET")  # the entries of one method
     context.get_statistics()             # {"total_routes", "static_routes", "dynamic_routes", "methods",
                                          #  "total_handlers", "total_paths"}: handlers (one per path
-                                         #  and method) but for total_paths, len(get_routes())
+                                         #  and method) but for total_paths, the paths
     context.get_project_info()           # {"title", "description", "version", "app_name"}
 """
 
@@ -27,11 +28,23 @@ class Context:
         self._data = data
 
     def get_routes(self):
-        return copy.deepcopy(self._data.get("routes", []))
+        """One entry per path and method, as DECISIONS.md counts routes: the path's own keys
+        (`path`, `file`, `dynamic`, `path_params`) and its handler's (`method`, `summary`,
+        `description`, `doc`, `query_params`, `request_body`, `response`, `tags`, ...), with
+        `methods` the one method, for docs.py written against a list of methods."""
+        entries = []
+        for route in self._data.get("routes", []):
+            shared = {k: v for k, v in route.items() if k not in ("handlers", "methods")}
+            for handler in route.get("handlers", []):
+                entry = copy.deepcopy(shared)
+                entry.update(copy.deepcopy(handler))
+                entry["methods"] = [handler.get("method")]
+                entries.append(entry)
+        return entries
 
     def get_routes_by_method(self, method):
         method = str(method).upper()
-        return [r for r in self.get_routes() if method in r.get("methods", [])]
+        return [r for r in self.get_routes() if r.get("method") == method]
 
     def get_statistics(self):
         return copy.deepcopy(self._data.get("statistics", {}))
@@ -40,7 +53,7 @@ class Context:
         return copy.deepcopy(self._data.get("project", {}))
 
     def __repr__(self):
-        return f"Context({len(self._data.get('routes', []))} routes)"
+        return f"Context({len(self.get_routes())} routes)"
 
 
 async def run(request, target, sources):

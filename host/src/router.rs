@@ -113,7 +113,7 @@ pub async fn respond(
         );
     }
 
-    let target = match decide(app, &loaded, &parts, handshake.is_some(), &mut info).await {
+    let target = match decide(app, &loaded, &parts, peer, handshake.is_some(), &mut info).await {
         Ok(target) => target,
         Err(failure) => return fail(&failure, &info),
     };
@@ -197,6 +197,32 @@ pub async fn respond(
     }
 }
 
+/// The scheme and host a redirect names, as Starlette builds a request's URL under uvicorn's
+/// defaults: the request's own host (its HTTP/2 authority or `Host` header), and `http` unless
+/// a proxy on the same machine (a loopback peer, uvicorn's `--forwarded-allow-ips`) says
+/// `X-Forwarded-Proto: https`. Empty (a relative location) for a request that names no host.
+fn origin(parts: &Parts, peer: SocketAddr) -> String {
+    let host = parts
+        .uri
+        .authority()
+        .map(|a| a.as_str())
+        .or_else(|| parts.headers.get(header::HOST)?.to_str().ok())
+        .filter(|host| !host.is_empty());
+    let Some(host) = host else {
+        return String::new();
+    };
+    let forwarded = parts
+        .headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim().to_ascii_lowercase());
+    let scheme = match forwarded.as_deref() {
+        Some("https") if peer.ip().is_loopback() => "https",
+        _ => "http",
+    };
+    format!("{scheme}://{host}")
+}
+
 /// Where a request goes.
 enum Decided {
     /// The host answers (redirect, 405, OPTIONS, static file, docs, 404).
@@ -209,6 +235,7 @@ async fn decide(
     app: &App,
     loaded: &Loaded,
     parts: &Parts,
+    peer: SocketAddr,
     websocket: bool,
     info: &mut RequestInfo,
 ) -> Result<Decided, Box<Failure>> {
@@ -218,7 +245,10 @@ async fn decide(
 
     // FastAPI's redirect_slashes, decided before matching: `/users/` -> `/users`, and for a
     // route declared with `TRAILING_SLASH = True` the reverse, `/products` -> `/products/`.
+    // The location is absolute, as Starlette's is (see [`origin`]).
+    let origin = origin(parts, peer);
     let with_query = |location: String| {
+        let location = format!("{origin}{location}");
         if query.is_empty() {
             location
         } else {
