@@ -600,6 +600,44 @@ fn dev_serves_from_a_snapshot_of_the_imported_project_and_never_a_stale_one() {
     assert_ne!(fifth["package_token"], first["package_token"]);
 }
 
+/// A command whose output goes to a pipe that is already closed (`filerouter status | true`)
+/// exits quietly with status 0, whatever the command: no "Broken pipe" panic (status 101).
+#[test]
+fn every_command_writing_to_a_closed_pipe_exits_quietly() {
+    let project = Project::new(&[("routes/index.py", "def GET(request):\n    return {}\n")]);
+    let (code, _, stderr) = run(&["build", "--project", "."], project.path());
+    assert_eq!(code, 0, "{stderr}");
+    let commands: &[&[&str]] = &[
+        &["--help"],
+        &["--version"],
+        &["status", "--project", "."],
+        &["build", "--project", "."],
+        &["build", "--project", ".", "--force"],
+        &["db", "status", "--project", "."],
+        &["packages", "--help"],
+        &["init", "fresh"],
+        &["help", "dev"],
+    ];
+    for args in commands {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let output = std::process::Command::new(support::binary())
+            .args(*args)
+            .current_dir(project.path())
+            .env_remove("FILEROUTER_CACHE_KEY")
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+            "{args:?}: {stderr}"
+        );
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {stderr}");
+    }
+}
+
 /// A route that connects to the database at import time cannot be kept in a snapshot (the
 /// connection would be stale in every later request), as `build` refuses it: `dev` serves that
 /// project from source, as before, and says why once.
