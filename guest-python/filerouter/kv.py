@@ -23,7 +23,7 @@ one per project, shared by all of that project's requests. Values are anything J
 
 It is durable: the host keeps it in the project's SQLite file by default, or in Redis when the
 operator configures one, so it survives restarts and is shared by every `filerouter run`
-process (replica) that uses the same backend. It is bounded (see the README). Every refusal,
+process (replica) that uses the same backend. It is bounded (docs/reference/limits.md). Every refusal,
 whether this module's (a bad key, value or ttl) or the host's (a bound of the store, the backend
 being unreachable), is a `KVError` raised at the call, with the reason.
 """

@@ -143,7 +143,7 @@ class PlainTextResponse(Response):
 class StreamingResponse(Response):
     """A response whose body is sent as it is produced, as Starlette's: `content` is a sync or
     async iterable of `str` (encoded in `charset`) or bytes. The status and headers go out
-    first, then each chunk as the iterable yields it (README, "Streaming responses").
+    first, then each chunk as the iterable yields it (docs/guides/streaming.md).
 
     Middleware sees it like any response; one that wants the body wraps `body_iterator` with an
     iterator of its own (reading it whole would hold the stream in memory). It has no `body`.

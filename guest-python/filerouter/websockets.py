@@ -28,9 +28,9 @@ does not catch ends it normally, and `WebSocketException(code, reason)` closes t
 with that code.
 
 Each connection runs in a fresh sandbox instance of its own, for its whole life, under the
-stream limits (see the README's WebSockets section); nothing of it is seen by another
+stream limits (docs/guides/streaming.md, WebSockets); nothing of it is seen by another
 connection. The host side is `host/src/sandbox/socket.rs`; the sandbox's transport is
-`guest-python/sockets.py`.
+`guest-python/sandbox/sockets.py`.
 """
 
 from __future__ import annotations

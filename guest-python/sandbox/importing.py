@@ -33,15 +33,17 @@ from wit_world.imports import stdlib as _host
 # those imported at build time were).
 ROOT = "/python/"
 
-# The guest's top-level modules (and packages) that route code imports; every other module of
-# guest-python/ is internal. `bcrypt` and `argon2` are the sandbox's own password hashing.
+# The guest's top-level modules (and packages) that route code imports: the public `filerouter`
+# and the stand-ins that take a module's own name (guest-python/stand_ins/: `bcrypt` and
+# `argon2` are the sandbox's own password hashing). Every other module of guest-python/ is
+# internal: sandbox/, and the stand-ins installed under the standard library's names.
 PUBLIC = frozenset({"filerouter", "sqlite3", "bcrypt", "argon2"})
 # componentize-py's modules: the generated bindings and its runtime's helpers.
 _RUNTIME = ("wit_world", "componentize_py_types", "componentize_py_async_support", "poll_loop")
 # Built into the interpreter, so the builtin importer would make it again (and fail).
 _HIDDEN_BUILTIN = frozenset({"componentize_py_runtime"})
 
-_PLUGIN = "native code runs in a plugin, a WebAssembly component of its own (README, Plugins)"
+_PLUGIN = "native code runs in a plugin, a WebAssembly component of its own (docs/guides/plugins.md)"
 _COMPRESS = "use `zlib` or `gzip`, which are built in"
 _DATABASE = "and route code has no files to keep a database in: use `filerouter.kv` or `sqlite3` (the project's database)"
 _TERMINAL = "and a request has no terminal: `print()` and `logging` write to filerouter's log"
@@ -145,7 +147,7 @@ _FROM_FILEROUTER = (
     "filerouter speaks FastAPI's API without it: import these names from `filerouter` instead "
     "(`from filerouter import Depends, HTTPException, Request, Query, Body, Header, Form, File, "
     "UploadFile, JSONResponse, HTMLResponse, RedirectResponse`), and make each path a file under "
-    "routes/ instead of an `@app.get` (README, Porting a FastAPI app)"
+    "routes/ instead of an `@app.get` (docs/porting.md)"
 )
 
 # Packages a ported FastAPI app imports that the sandbox does without, and what to do instead:

@@ -4,7 +4,7 @@ componentize-py keeps the modules imported while it builds the component (its sn
 standard library is not present as files at run time. Importing these here, at build time, puts
 them into the snapshot, so `import decimal` in a route file costs a dictionary lookup. Every
 other pure-Python module of the standard library is importable too, from compiled code the host
-keeps (importing.py), at the cost of an unmarshal on its first import in a request. The README
+keeps (importing.py), at the cost of an unmarshal on its first import in a request. docs/guides/packages.md
 lists this set; add a module here when routes or common packages import it at module level.
 """
 
@@ -112,7 +112,7 @@ import zipimport
 import zlib
 import zoneinfo
 
-# `sqlite3`: the sandbox's own package (guest-python/sqlite3/), the standard library's API over
+# `sqlite3`: the sandbox's own package (guest-python/stand_ins/sqlite3/), the standard library's API over
 # the host's `sql` service. componentize-py's path lists its copy of the standard library ahead
 # of guest-python, and the standard library's `sqlite3` cannot load on WASI (there is no
 # `_sqlite3`), so ours is imported with this folder first on the path. Nothing may import

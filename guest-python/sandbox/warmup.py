@@ -7,7 +7,7 @@ the host then copies each of those pages back after the request. `run` calls a b
 handler (never project code, so nothing a project does runs twice or at build time) through
 the same steps a request takes, a few times, and the snapshot keeps the result. Measured on
 `GET /users/42` of examples/hello in `filerouter run`: about 7 % less CPU per request, and 80
-fewer pages restored after each (README, "Performance").
+fewer pages restored after each (bench/README.md).
 
 Middleware and pages are left out: they are project code.
 """

@@ -61,7 +61,7 @@ use crate::{
 /// How often a repeated condition (connection cap reached, accept failing) is logged.
 const LOG_EVERY: Duration = Duration::from_secs(10);
 
-/// The bounds on what clients may hold; see the README's limits table.
+/// The bounds on what clients may hold; see docs/reference/limits.md.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerLimits {
     /// Open connections at once.

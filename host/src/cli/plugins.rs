@@ -3,7 +3,7 @@
 //! Reads `config.py` (in the sandbox) for the declared plugins and parses each one's `wit/`
 //! folder; no component is compiled. Writes `typings/filerouter/plugins/NAME.pyi` (Pyright's
 //! default stub folder; point mypy's `mypy_path` at it) beside the `filerouter.plugins` stub they
-//! import; `filerouter` itself comes from the typed package (README: type checking).
+//! import; `filerouter` itself comes from the typed package (docs/guides/testing.md, type checking).
 
 use std::path::Path;
 
@@ -35,7 +35,7 @@ fn write_stubs(project: &Path, out: Option<&Path>) -> anyhow::Result<()> {
     let write = |path: &Path, text: &str| {
         std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
     };
-    // `filerouter` itself is the typed package (README: type checking); a stub of it written by
+    // `filerouter` itself is the typed package (docs/guides/testing.md, type checking); a stub of it written by
     // an earlier version would hide it.
     let old_root = base.join("filerouter").join("__init__.pyi");
     if std::fs::read_to_string(&old_root).is_ok_and(|text| text.starts_with(stubs::OLD_ROOT_HEADER))

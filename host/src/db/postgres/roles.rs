@@ -59,7 +59,7 @@ pub enum RoleError {
     )]
     NameTooLong(String),
     #[error(
-        "the role {owner} cannot {action} the role {route} that route code logs in as (it lacks CREATEROLE): as a superuser, run ALTER ROLE {owner} CREATEROLE (see the README, \"Several servers: Postgres and Redis\")"
+        "the role {owner} cannot {action} the role {route} that route code logs in as (it lacks CREATEROLE): as a superuser, run ALTER ROLE {owner} CREATEROLE (see docs/guides/data.md, \"Several servers: Postgres and Redis\")"
     )]
     NoCreateRole {
         owner: String,
