@@ -81,3 +81,18 @@ stop
 "$BIN" build --project "$OUT/blog" >/dev/null 2>&1
 start "$BIN" run; measure "run (a build)"; stop
 python3 -c "print(f'\nan edit of routes/posts/route.py: shown after {$shown - $edited:.2f} s, in a snapshot again after {$snapshot - $edited:.2f} s')"
+
+# The TestClient on the same project: start, then 5 requests, in dev and in run (whose start
+# includes the `filerouter build` that finds the build up to date).
+FILEROUTER_BIN="$BIN" PYTHONPATH="$ROOT/guest-python" "$PYTHON" - "$OUT/blog" <<'PY'
+import sys, time
+from filerouter.testing import TestClient
+for mode in ("dev", "run"):
+    started = time.monotonic()
+    with TestClient(sys.argv[1], mode=mode) as client:
+        up = time.monotonic()
+        for _ in range(5):
+            assert client.get("/posts").status_code == 200
+        done = time.monotonic()
+    print(f"TestClient(mode={mode!r}): started in {up - started:.2f} s, 5 requests in {done - up:.2f} s")
+PY
