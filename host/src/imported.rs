@@ -134,7 +134,12 @@ impl Imported {
             let started = Instant::now();
             match this.project_layer(&loaded).await {
                 Ok(Some(sandbox)) => {
-                    if app.upgrade(&loaded, sandbox) {
+                    let upgraded = app.upgrade(&loaded, sandbox.clone());
+                    // The snapshot it replaced (and, if it lost the race, this one) goes once
+                    // no request uses it; idle slots must not keep it mapped.
+                    drop(loaded);
+                    sandbox.forget_unused_images();
+                    if upgraded {
                         tracing::info!(
                             "routes imported once for every request ({:.2} s)",
                             started.elapsed().as_secs_f64()

@@ -171,6 +171,12 @@ impl SandboxEngine {
         self.inner.max_instances
     }
 
+    /// Unmap the idle memory slots of images no project uses any more (see
+    /// [`Slots::forget_unused_images`]).
+    pub fn forget_unused_images(&self) -> usize {
+        self.inner.slots.forget_unused_images()
+    }
+
     /// What the memory slots did so far (for tests and benchmarks).
     pub fn slot_counts(&self) -> SlotCounts {
         self.inner.slots.counts()

@@ -91,6 +91,12 @@ impl Sandbox {
         self.rebuilt(|inner| inner.guest = inner.guest.with_image(image))
     }
 
+    /// Let go of the idle memory slots that still map a replaced snapshot, so that its memory
+    /// is given back (a `dev` edit replaces the snapshot of the routes).
+    pub fn forget_unused_images(&self) -> usize {
+        self.inner.guest.engine().forget_unused_images()
+    }
+
     /// The memory image calls start from.
     pub fn image(&self) -> &Arc<Image> {
         self.inner.guest.image()

@@ -175,6 +175,21 @@ impl Slots {
         }
     }
 
+    /// Unmap the free slots whose image nothing else holds any more (a `dev` snapshot that was
+    /// replaced): a free slot keeps its image mapped for the next call of its project, which
+    /// for a replaced image never comes. Returns how many were unmapped.
+    pub fn forget_unused_images(&self) -> usize {
+        let Ok(mut free) = self.inner.free.lock() else {
+            return 0;
+        };
+        let before = free.len();
+        // A slot's own handle is one; another holder (a sandbox, a slot in use) makes two.
+        free.retain(|slot| Arc::strong_count(&slot.image) > 1);
+        let unmapped = before - free.len();
+        self.inner.total.fetch_sub(unmapped, Ordering::Relaxed);
+        unmapped
+    }
+
     /// What the slots did so far.
     pub fn counts(&self) -> SlotCounts {
         let inner = &self.inner;
@@ -745,6 +760,43 @@ mod tests {
     fn bytes(memory: &dyn LinearMemory, len: usize) -> &[u8] {
         // SAFETY: the test reads within the memory's accessible size.
         unsafe { std::slice::from_raw_parts(memory.as_ptr(), len) }
+    }
+
+    /// A free slot keeps its image mapped for the next call of its project; once nothing else
+    /// holds the image (a replaced `dev` snapshot), `forget_unused_images` unmaps the slot and
+    /// the image goes, while a slot of an image still in use stays. The watch of a live
+    /// snapshot sees the memory while it lives, and nothing once it is gone.
+    #[test]
+    fn slots_of_replaced_images_are_let_go_and_a_watch_sees_only_a_live_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let kept = image(dir.path(), 4, 7);
+        let replaced = image(dir.path(), 4, 8);
+        let slots = Slots::new(4, policy(false));
+        let watch = Arc::new(MemoryWatch::default());
+        announce(&replaced, Some(&watch));
+        let watched = slots
+            .new_memory(MemoryType::new(0, None), 0, None, Some(RESERVED), GUARD)
+            .unwrap();
+        assert_eq!(watch.copy().as_deref(), Some(replaced.bytes()));
+        drop(watched);
+        assert_eq!(watch.copy(), None, "the watch outlived its memory");
+        drop(memory_for(&slots, &kept));
+        let gone = Arc::downgrade(&replaced);
+        drop(replaced);
+        assert!(
+            gone.upgrade().is_some(),
+            "the free slot should still hold it"
+        );
+        assert_eq!(slots.forget_unused_images(), 1);
+        assert!(
+            gone.upgrade().is_none(),
+            "the replaced image is still mapped"
+        );
+        assert_eq!(slots.forget_unused_images(), 0);
+        // The kept image's slot is still there, warm.
+        let before = slots.counts().warm;
+        drop(memory_for(&slots, &kept));
+        assert_eq!(slots.counts().warm, before + 1);
     }
 
     /// Three "tenants" take turns on two slots, thousands of times: each memory given out must
