@@ -10,7 +10,7 @@
 //! Without the server binaries the tests print why and pass, unless `CI` is set: then they
 //! fail (`.ci/run` installs `postgresql` and `redis-server`).
 
-mod support;
+use crate::support;
 
 use std::{
     io::{BufRead, BufReader, Read, Write},

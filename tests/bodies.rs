@@ -4,7 +4,7 @@
 //! The expected 422 bodies are what FastAPI 0.165 with pydantic 2.14 answers for the same
 //! handlers and requests (recorded from it; `tests/port.rs` compares against a live FastAPI).
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use support::{Project, Server, json};

@@ -1,6 +1,6 @@
 //! The command line: `init`, `dev`'s banner and errors, config.py, and hot reload.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

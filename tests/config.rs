@@ -1,6 +1,6 @@
 //! config.py: every setting takes effect, flags win over it, and mistakes name the line.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

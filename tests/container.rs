@@ -21,7 +21,7 @@
 //! project, so that gathering `public/` into the image (and `build`'s note about it) is
 //! exercised too.
 
-mod support;
+use crate::support;
 
 use std::{
     collections::{BTreeMap, BTreeSet},

@@ -1,7 +1,7 @@
 //! Data that lasts: the project's SQLite database (`import sqlite3`, `filerouter.db`), its
 //! migrations, and the durable kv store, through the real binary, real HTTP and a real file.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -7,7 +7,7 @@
 //! loud `SKIPPED` to stderr and pass, unless `FILEROUTER_REQUIRE_BROWSER=1` (CI sets it), where
 //! a missing tool is a failure.
 
-mod support;
+use crate::support;
 
 use std::{path::Path, process::Command, time::Duration};
 

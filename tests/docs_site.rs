@@ -12,7 +12,7 @@
 //! The mkdocs test needs python3 with its venv module and PyPI: without them it prints a loud
 //! `SKIPPED` and passes, unless `FILEROUTER_REQUIRE_BROWSER=1` (CI sets it).
 
-mod support;
+use crate::support;
 
 use std::{
     collections::BTreeSet,

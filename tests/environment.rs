@@ -5,7 +5,7 @@
 //! cache, `/docs`, the log or an error page, and a tenant never sees the server's environment.
 //! The JWT-login app of the issue ports with its native bcrypt hashes and its secret outside.
 
-mod support;
+use crate::support;
 
 use std::{
     path::{Path, PathBuf},

@@ -1,7 +1,7 @@
 //! Development error pages: every failure in project code lands on the file, the line, the code
 //! and a likely fix, as an HTML page for browsers and as JSON for API clients.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

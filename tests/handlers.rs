@@ -1,7 +1,7 @@
 //! Handler shapes: the request object, return values, HTTPException, sync and async,
 //! the standard library, fresh globals.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use support::{Project, Server, json};

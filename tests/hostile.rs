@@ -3,7 +3,7 @@
 //! Unicode. Each test reproduces one attack and its neighbours against the real binary; none
 //! may hang the server, grow its memory without bound, or take down another request.
 
-mod support;
+use crate::support;
 
 use std::{
     io::{Read, Write},

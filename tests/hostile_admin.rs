@@ -4,7 +4,7 @@
 //! refuses no tenant, and a refused tenant is tried again after a back-off even if its cache
 //! did not change.
 
-mod support;
+use crate::support;
 
 use std::{
     net::TcpStream,

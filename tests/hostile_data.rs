@@ -6,7 +6,7 @@
 //! the host's names taken through a view or a rename, and a pooled connection that told one
 //! request what the previous one did.
 
-mod support;
+use crate::support;
 
 use std::{
     path::Path,

@@ -7,7 +7,7 @@
 //! Each child runs under a time and a memory limit ([`files::run_bounded`]): a hang or a read
 //! without end fails the test instead of hanging it or eating the machine's memory.
 
-mod support;
+use crate::support;
 
 use std::{
     path::{Path, PathBuf},

@@ -8,7 +8,7 @@
 //! Code that checks no depth at all (freeing a structure) runs out only far deeper, and then
 //! gets a 500 saying so.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use support::{Project, Server};

@@ -6,7 +6,7 @@
 //! refusal, and leave B's file on disk as it was. A file trusted by its name would serve A's
 //! snapshot and secret as B.
 
-mod support;
+use crate::support;
 
 use std::{
     collections::BTreeSet,

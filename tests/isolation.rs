@@ -11,7 +11,7 @@
 //! build cache (the route module is in the snapshot) with 4 instance slots, so a slot serves
 //! many requests in turn.
 
-mod support;
+use crate::support;
 
 use std::{collections::BTreeSet, sync::Mutex, thread};
 

@@ -14,7 +14,7 @@
 //!   import or defines no `startup()`, naming the file and line; `run` runs it once at start
 //!   against the real data and refuses to start when it fails.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

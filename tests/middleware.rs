@@ -1,7 +1,7 @@
 //! middleware.py around every kind of response, the key-value store, not-found.py, and edits
 //! of root files picked up by `dev` without a restart.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

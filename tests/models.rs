@@ -13,7 +13,7 @@
 //! - a PATCH of a dataclass body learns which fields the client sent, nested ones included,
 //!   and of a TypedDict body its keys.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use support::{Project, Server, json, run_with_env};

@@ -3,7 +3,7 @@
 //! raise the right exception with a message that says where to allow it, and reach nothing: a
 //! tripwire listener at the refused address must see no connection.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

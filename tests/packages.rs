@@ -5,7 +5,7 @@
 //! Needs Python with pip and PyPI (the pip of `tests/.venv`, see `support::tools`): skipped
 //! loudly without them, a failure in CI.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 

@@ -1,7 +1,7 @@
 //! FastAPI-style handler parameters: query parameters by name with defaults, conversion and
 //! 422 bodies, and `Depends` (nested, cached per request, sync and async, `yield` teardown).
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use support::{Project, Server, json};

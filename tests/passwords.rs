@@ -8,7 +8,7 @@
 //! Needs the Python venv of `support::tools` (native bcrypt and argon2-cffi, pip, PyPI): the
 //! tests that do are skipped loudly without it, and fail in CI.
 
-mod support;
+use crate::support;
 
 use std::{
     path::Path,

@@ -6,7 +6,7 @@
 //! The test plugin (`probe`, Python, built with the pinned componentize-py) echoes every plain
 //! WIT type and probes its own sandbox; it is built once per run of this file.
 
-mod support;
+use crate::support;
 
 use std::{
     path::{Path, PathBuf},

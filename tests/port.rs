@@ -10,7 +10,7 @@
 //!
 //! Needs Python and PyPI (see `support::tools`): skipped loudly without them, a failure in CI.
 
-mod support;
+use crate::support;
 
 use std::{
     net::TcpListener,

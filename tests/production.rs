@@ -1,7 +1,7 @@
 //! Production: `filerouter build` writes the cache, `filerouter run` serves only from it, with
 //! opaque error answers; every way a cache can be wrong is refused with one line.
 
-mod support;
+use crate::support;
 
 use std::{fs, thread, time::Duration};
 

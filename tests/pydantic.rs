@@ -23,7 +23,7 @@
 //! FastAPI's handling of models as parameters and return annotations is otherwise not covered
 //! here.
 
-mod support;
+use crate::support;
 
 use std::{
     sync::{

@@ -1,6 +1,6 @@
 //! Every routing rule of SPEC.md and DECISIONS.md, through the real binary over HTTP.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use support::{Project, Server, json};

@@ -1,7 +1,7 @@
 //! Attempts to break out of the sandbox (DECISIONS.md, "Sandbox guarantees"). Each test asserts
 //! that the attempt fails *and* that the server keeps answering other requests.
 
-mod support;
+use crate::support;
 
 use std::{thread, time::Duration};
 

@@ -4,7 +4,7 @@
 //!
 //! Nothing here asserts how fast anything is: statuses and counts only.
 
-mod support;
+use crate::support;
 
 use std::{thread, time::Duration};
 

@@ -9,7 +9,7 @@
 //! running the original app below beside the port: skipped loudly without Python and PyPI, a
 //! failure in CI.
 
-mod support;
+use crate::support;
 
 use std::{
     net::TcpListener,

@@ -1,7 +1,7 @@
 //! Static files from `public/`: content types, conditional GET, HEAD, streaming, precedence of
 //! routes, and no way out of `public/`.
 
-mod support;
+use crate::support;
 
 use std::io::Read;
 

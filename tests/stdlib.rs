@@ -5,7 +5,7 @@
 //! in hints; a socket call says that the sandbox has no sockets, and `urllib` goes through the
 //! host's outbound gate (`tests/outbound.rs`).
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 

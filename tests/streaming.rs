@@ -2,7 +2,7 @@
 //! handlers that `yield` (JSON Lines), Server-Sent Events with FastAPI's names, and the limits of
 //! streams, with a real HTTP client reading the body as it arrives.
 
-mod support;
+use crate::support;
 
 use std::{
     io::{BufRead, BufReader, Read, Write},
@@ -525,6 +525,7 @@ fn a_client_that_never_reads_slows_the_generator_and_holds_little_memory() {
         ),
     ]);
     let server = Server::dev(&project);
+    server.wait_for_snapshot();
     let before = support::files::rss(server.pid()).expect("rss");
     // Ask, read the head, then read nothing more.
     let address = server.base.trim_start_matches("http://").to_string();

@@ -12,7 +12,7 @@
 //! names, see nothing, and start from the same interpreter and allocator state as that tenant's
 //! first request. The same with the reset's slow path (`FILEROUTER_PAGEMAP_SCAN=off`).
 
-mod support;
+use crate::support;
 
 use std::{collections::HashMap, path::PathBuf, thread, time::Duration};
 

@@ -2,7 +2,7 @@
 //! served by one process; routing by host, isolation attempts between tenants, per-tenant caps,
 //! changes without a restart, a tampered cache, and the admin endpoint.
 
-mod support;
+use crate::support;
 
 use std::{
     io::{Read, Write},

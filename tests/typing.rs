@@ -15,7 +15,7 @@
 //! (package.json). Without them these tests skip loudly, and fail in CI
 //! (`FILEROUTER_REQUIRE_BROWSER=1`).
 
-mod support;
+use crate::support;
 
 use std::{
     path::{Path, PathBuf},

@@ -2,7 +2,7 @@
 //! Starlette's `WebSocket`, against real clients: tungstenite's (the Rust one), Python's
 //! `websockets` (in `tests/.venv`), and hand-made frames for what no polite client sends.
 
-mod support;
+use crate::support;
 
 use std::{
     io::{Read, Write},
@@ -428,6 +428,7 @@ fn hostile_frames_close_the_connection_with_the_right_code_and_the_server_serves
         ),
     ]);
     let server = Server::dev(&project);
+    server.wait_for_snapshot();
     let rss_before = rss_kib(server.pid());
 
     // One frame over the size limit: 1009.
@@ -686,6 +687,10 @@ fn a_client_that_never_reads_slows_the_sender_and_holds_little_memory() {
         ),
     ]);
     let server = Server::dev(&project);
+    server.wait_for_snapshot();
+    // One request first: the first instance made from the snapshot maps its pages, which are
+    // the server's, not the socket's.
+    let _ = kv_value(&server, "sent");
     let before = rss_kib(server.pid());
     let raw = raw_socket(&server, "/firehose");
     // The socket's buffers fill, then the handler waits: the count stops growing.

@@ -7,7 +7,7 @@
 //! own binary serving the projects in the sandbox. Without `tests/.venv`'s tools the tests skip
 //! loudly, and fail in CI (`FILEROUTER_REQUIRE_BROWSER=1`).
 
-mod support;
+use crate::support;
 
 use std::{
     path::{Path, PathBuf},

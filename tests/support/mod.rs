@@ -270,6 +270,21 @@ impl Server {
         self.output.lock().unwrap().join("\n")
     }
 
+    /// Wait (up to 60 s) until `dev` serves from its snapshot of the imported routes, or has said
+    /// why it cannot: the snapshot is taken in the background after the start, and a test that
+    /// measures the server's memory must not count it as the memory of what it measures.
+    pub fn wait_for_snapshot(&self) {
+        assert!(
+            eventually(Duration::from_secs(60), || {
+                let log = self.log();
+                log.contains("routes imported once for every request")
+                    || log.contains("every request imports the routes from source")
+            }),
+            "dev took no snapshot of the routes:\n{}",
+            self.log()
+        );
+    }
+
     /// Whether the log shows `text` within 5 s: a request's log lines (its access line, an
     /// error noted as its answer is sent) may land just after the client has the answer.
     pub fn log_shows(&self, text: &str) -> bool {

@@ -1,0 +1,50 @@
+//! Every black-box test, in one test binary: each file of `tests/` is a module here, so the
+//! suite links once and its tests share the test threads (one binary a file linked forty
+//! times and ran them one after another). Run one file's tests with a filter:
+//! `cargo test --release --test suite routing::`.
+
+mod support;
+
+mod backends;
+mod bodies;
+mod cli;
+mod config;
+mod container;
+mod data;
+mod docs;
+mod docs_site;
+mod environment;
+mod errors;
+mod handlers;
+mod hostile;
+mod hostile_admin;
+mod hostile_data;
+mod hostile_files;
+mod hostile_guest;
+mod images;
+mod isolation;
+mod layering;
+mod lifecycle;
+mod middleware;
+mod models;
+mod outbound;
+mod packages;
+mod params;
+mod passwords;
+mod plugins;
+mod port;
+mod production;
+mod pydantic;
+mod pydantic_oracle;
+mod routing;
+mod sandbox;
+mod scheduler;
+mod security;
+mod static_files;
+mod stdlib;
+mod streaming;
+mod tenant_isolation;
+mod tenants;
+mod typing;
+mod websockets;
+mod wheel;
