@@ -281,7 +281,8 @@ class TestClient:
         process = self._process
         serving_since: float | None = None
         while True:
-            match = _BANNER.search(self.log)
+            log = self.log
+            match = _BANNER.search(log)
             if match and serving_since is None:
                 serving_since = time.monotonic()
             # `dev` serves at once, and from the snapshot of the imported routes a moment later
@@ -289,7 +290,7 @@ class TestClient:
             # as under `run`.
             ready = (
                 self.mode == "run"
-                or _IMPORTED.search(self.log) is not None
+                or _IMPORTED.search(log) is not None
                 or (serving_since is not None and time.monotonic() - serving_since > _IMPORT_WAIT)
             )
             if match and ready:

@@ -69,58 +69,66 @@ impl Imported {
         let stamp = tokio::task::spawn_blocking(move || packages_stamp(&root))
             .await
             .unwrap_or_default();
-        if let Some(current) = layer.as_ref().filter(|l| l.stamp == stamp) {
-            return sandbox.with_image(current.image.clone().unwrap_or(self.builtin.clone()));
+        let image = match layer.as_ref().filter(|l| l.stamp == stamp) {
+            Some(current) => current.image.clone(),
+            None => {
+                let image = self
+                    .packages_snapshot(sandbox, stamp)
+                    .await
+                    .unwrap_or_else(|e| {
+                        tracing::warn!("the packages are imported by every request: {e}");
+                        None
+                    });
+                *layer = Some(PackagesLayer {
+                    stamp,
+                    image: image.clone(),
+                });
+                image
+            }
+        };
+        sandbox.with_image(image.unwrap_or_else(|| self.builtin.clone()))
+    }
+
+    /// The snapshot of the packages `.packages/` holds now (whose files look as `stamp` says):
+    /// the one an earlier start kept, or a new one; `None` when there are no packages.
+    async fn packages_snapshot(
+        &self,
+        sandbox: &Sandbox,
+        stamp: u64,
+    ) -> Result<Option<Arc<Image>>, String> {
+        if stamp == 0 {
+            return Ok(None);
         }
-        if stamp != 0
-            && let Some(image) = kept_packages_image(stamp).await
-        {
+        if let Some(image) = kept_packages_image(stamp).await {
             tracing::info!("packages imported once for every request (kept from an earlier start)");
-            *layer = Some(PackagesLayer {
-                stamp,
-                image: Some(image.clone()),
-            });
-            return sandbox.with_image(image);
+            return Ok(Some(image));
         }
         let root = self.root.clone();
         let files = tokio::task::spawn_blocking(move || packages::files(&root))
             .await
-            .map_err(|e| e.to_string())
-            .and_then(|files| files.map_err(|e| e.to_string()));
-        let image = match files {
-            Ok(files) if files.is_empty() => None,
-            Ok(files) => {
-                let started = Instant::now();
-                let count = files.len();
-                let base = sandbox.with_image(self.builtin.clone());
-                let sources = Sources {
-                    packages: files,
-                    keep_compiled: true,
-                    ..Sources::default()
-                };
-                match base.live_snapshot(sources).await {
-                    Ok(image) => {
-                        tracing::info!(
-                            "packages imported once for every request: {count} files of .packages/ in {:.1} s",
-                            started.elapsed().as_secs_f64()
-                        );
-                        keep_packages_image(stamp, image.clone()).await;
-                        Some(image)
-                    }
-                    Err(e) => {
-                        tracing::warn!("the packages are imported by every request: {e}");
-                        None
-                    }
-                }
-            }
-            Err(e) => {
-                tracing::warn!("the packages are imported by every request: {e}");
-                None
-            }
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        if files.is_empty() {
+            return Ok(None);
+        }
+        let started = Instant::now();
+        let count = files.len();
+        let sources = Sources {
+            packages: files,
+            keep_compiled: true,
+            ..Sources::default()
         };
-        let chosen = image.clone().unwrap_or(self.builtin.clone());
-        *layer = Some(PackagesLayer { stamp, image });
-        sandbox.with_image(chosen)
+        let image = sandbox
+            .with_image(self.builtin.clone())
+            .live_snapshot(sources)
+            .await
+            .map_err(|e| e.to_string())?;
+        tracing::info!(
+            "packages imported once for every request: {count} files of .packages/ in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        keep_packages_image(stamp, image.clone()).await;
+        Ok(Some(image))
     }
 
     /// Take the snapshot of the project `app` serves now, in the background, and serve from
@@ -135,8 +143,8 @@ impl Imported {
             match this.project_layer(&loaded).await {
                 Ok(Some(sandbox)) => {
                     let upgraded = app.upgrade(&loaded, sandbox.clone());
-                    // The snapshot it replaced (and, if it lost the race, this one) goes once
-                    // no request uses it; idle slots must not keep it mapped.
+                    // The snapshot it replaced goes once no request uses it: idle slots must
+                    // not keep it mapped.
                     drop(loaded);
                     sandbox.forget_unused_images();
                     if upgraded {

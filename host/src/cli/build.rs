@@ -89,20 +89,13 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
         .with_limits(settings.limits())
         .with_plugins(plugins.clone())
         .with_environment(settings.declared_environment());
-    let files = crate::project::route_sources(&routes_dir)?;
-    let packages = packages::files(&root)?;
-    let migrations = crate::db::migrations::read(&root)?;
-    let inputs = inputs_hash(
-        &root,
-        Sources {
-            files: &files,
-            packages: &packages,
-            migrations: &migrations,
-        },
-        level,
-        key.is_some(),
-        &settings,
-    )?;
+    let sources = Sources::read(&root)?;
+    let inputs = sources.inputs_hash(&root, level, key.is_some(), &settings)?;
+    let Sources {
+        files,
+        packages,
+        migrations,
+    } = sources;
     // Before any route is inspected: an up-to-date build (a test session's `mode="run"`
     // client asks at every start) costs the time of reading the sources.
     if !args.force && up_to_date(&cache_dir, key.as_ref(), &inputs).await? {
@@ -240,20 +233,7 @@ pub async fn current_inputs(root: &Path, level: i32, encrypted: bool) -> anyhow:
     let settings = boot.load_settings(root).await?;
     let root = root.to_path_buf();
     tokio::task::spawn_blocking(move || {
-        let files = crate::project::route_sources(&Project::routes_dir(&root))?;
-        let packages = packages::files(&root)?;
-        let migrations = crate::db::migrations::read(&root)?;
-        inputs_hash(
-            &root,
-            Sources {
-                files: &files,
-                packages: &packages,
-                migrations: &migrations,
-            },
-            level,
-            encrypted,
-            &settings,
-        )
+        Sources::read(&root)?.inputs_hash(&root, level, encrypted, &settings)
     })
     .await
     .context("reading the sources panicked")?
@@ -413,70 +393,85 @@ fn seal_plugins(root: &Path, plugins: &crate::plugins::Plugins) -> anyhow::Resul
 }
 
 /// What a build reads besides `config.py`, the root files and the plugins.
-struct Sources<'a> {
+struct Sources {
     /// `routes/` files, as (path, source).
-    files: &'a [(String, String)],
+    files: Vec<(String, String)>,
     /// `.packages/` files, as (path, bytes).
-    packages: &'a [(String, Vec<u8>)],
-    migrations: &'a [crate::db::migrations::Migration],
+    packages: Vec<(String, Vec<u8>)>,
+    migrations: Vec<crate::db::migrations::Migration>,
 }
 
-fn inputs_hash(
-    root: &Path,
-    Sources {
-        files,
-        packages,
-        migrations,
-    }: Sources<'_>,
-    level: i32,
-    encrypted: bool,
-    settings: &Settings,
-) -> anyhow::Result<String> {
-    let mut hasher = blake3::Hasher::new();
-    hasher.update(env!("CARGO_PKG_VERSION").as_bytes());
-    hasher.update(sandbox::GUEST_SHA256.as_bytes());
-    hasher.update(&level.to_le_bytes());
-    hasher.update(&[u8::from(encrypted)]);
-    // An absent file hashes as empty; one that cannot be read stops the build (it was read
-    // already, so it changed meanwhile).
-    let read = |path: &Path| match regular_file::read(path, regular_file::MAX_SOURCE_BYTES) {
-        Err(regular_file::FileError::NotFound(_)) => Ok(Vec::new()),
-        other => other,
-    };
-    hasher.update(&read(&root.join("config.py"))?);
-    for name in RootFiles::NAMES {
-        hasher.update(name.as_bytes());
-        hasher.update(&read(&root.join(name))?);
+impl Sources {
+    /// Read them from the project at `root`. Blocking.
+    fn read(root: &Path) -> anyhow::Result<Sources> {
+        Ok(Sources {
+            files: crate::project::route_sources(&Project::routes_dir(root))?,
+            packages: packages::files(root)?,
+            migrations: crate::db::migrations::read(root)?,
+        })
     }
-    // Each plugin's component and WIT files, read as loading it read them.
-    for (name, entry) in &settings.plugins {
-        hasher.update(name.as_bytes());
-        for (path, bytes) in crate::plugins::input_files(root, name, entry)? {
+
+    /// The hash of everything a build depends on, as its manifest records it (`inputs`): the
+    /// version, the guest, the compression `level`, `encrypted`, `config.py`, the root files,
+    /// the plugins `settings` name, and these sources.
+    fn inputs_hash(
+        &self,
+        root: &Path,
+        level: i32,
+        encrypted: bool,
+        settings: &Settings,
+    ) -> anyhow::Result<String> {
+        let Sources {
+            files,
+            packages,
+            migrations,
+        } = self;
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(env!("CARGO_PKG_VERSION").as_bytes());
+        hasher.update(sandbox::GUEST_SHA256.as_bytes());
+        hasher.update(&level.to_le_bytes());
+        hasher.update(&[u8::from(encrypted)]);
+        // An absent file hashes as empty; one that cannot be read stops the build (it was read
+        // already, so it changed meanwhile).
+        let read = |path: &Path| match regular_file::read(path, regular_file::MAX_SOURCE_BYTES) {
+            Err(regular_file::FileError::NotFound(_)) => Ok(Vec::new()),
+            other => other,
+        };
+        hasher.update(&read(&root.join("config.py"))?);
+        for name in RootFiles::NAMES {
+            hasher.update(name.as_bytes());
+            hasher.update(&read(&root.join(name))?);
+        }
+        // Each plugin's component and WIT files, read as loading it read them.
+        for (name, entry) in &settings.plugins {
+            hasher.update(name.as_bytes());
+            for (path, bytes) in crate::plugins::input_files(root, name, entry)? {
+                hasher.update(&(path.len() as u64).to_le_bytes());
+                hasher.update(path.as_bytes());
+                hasher.update(&(bytes.len() as u64).to_le_bytes());
+                hasher.update(&bytes);
+            }
+        }
+        for migration in migrations {
+            for part in [&migration.name, &migration.sql] {
+                hasher.update(&(part.len() as u64).to_le_bytes());
+                hasher.update(part.as_bytes());
+            }
+        }
+        for (path, source) in files {
+            hasher.update(&(path.len() as u64).to_le_bytes());
+            hasher.update(path.as_bytes());
+            hasher.update(&(source.len() as u64).to_le_bytes());
+            hasher.update(source.as_bytes());
+        }
+        for (path, bytes) in packages {
             hasher.update(&(path.len() as u64).to_le_bytes());
             hasher.update(path.as_bytes());
             hasher.update(&(bytes.len() as u64).to_le_bytes());
-            hasher.update(&bytes);
+            hasher.update(bytes);
         }
+        Ok(hasher.finalize().to_hex().to_string())
     }
-    for migration in migrations {
-        for part in [&migration.name, &migration.sql] {
-            hasher.update(&(part.len() as u64).to_le_bytes());
-            hasher.update(part.as_bytes());
-        }
-    }
-    for (path, source) in files {
-        hasher.update(&(path.len() as u64).to_le_bytes());
-        hasher.update(path.as_bytes());
-        hasher.update(&(source.len() as u64).to_le_bytes());
-        hasher.update(source.as_bytes());
-    }
-    for (path, bytes) in packages {
-        hasher.update(&(path.len() as u64).to_le_bytes());
-        hasher.update(path.as_bytes());
-        hasher.update(&(bytes.len() as u64).to_le_bytes());
-        hasher.update(bytes);
-    }
-    Ok(hasher.finalize().to_hex().to_string())
 }
 
 /// Statistics as DECISIONS.md counts them: one per path and method.

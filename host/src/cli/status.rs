@@ -12,7 +12,6 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
         println!("no build in {} (run `filerouter build`)", dir.display());
         return Ok(());
     };
-    let mut stale = false;
     let raw: u64 = manifest.sections.iter().map(|s| s.raw).sum();
     println!("build:       {}", dir.display());
     println!("created:     {}", manifest.created_at);
@@ -52,29 +51,25 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     // The sources a build would read now, against what this one read.
-    let sources = match args.project.join("routes").is_dir() {
-        false => "unknown (the project's routes/ folder is not here)".to_string(),
-        true => {
-            let current = super::runtime()?.block_on(build::current_inputs(
-                &args.project,
-                manifest.compression_level,
-                manifest.encrypted,
-            ));
-            match current {
-                Ok(inputs) if inputs == manifest.inputs => "match the build".to_string(),
-                Ok(_) => {
-                    stale = true;
-                    "changed since the build (config.py, routes/, a root file, migrations/, \
-                     a plugin or .packages/): run `filerouter build` again"
-                        .to_string()
-                }
-                Err(e) => format!("unknown ({e:#})"),
-            }
+    if !args.project.join("routes").is_dir() {
+        println!("sources:     unknown (the project's routes/ folder is not here)");
+        return Ok(());
+    }
+    let current = super::runtime()?.block_on(build::current_inputs(
+        &args.project,
+        manifest.compression_level,
+        manifest.encrypted,
+    ));
+    match current {
+        Ok(inputs) if inputs == manifest.inputs => println!("sources:     match the build"),
+        Ok(_) => {
+            println!(
+                "sources:     changed since the build (config.py, routes/, a root file, \
+                 migrations/, a plugin or .packages/): run `filerouter build` again"
+            );
+            println!("stale:       yes");
         }
-    };
-    println!("sources:     {sources}");
-    if stale {
-        println!("stale:       yes");
+        Err(e) => println!("sources:     unknown ({e:#})"),
     }
     Ok(())
 }

@@ -205,11 +205,7 @@ impl Guest {
 
     /// The same compiled code with another memory image (`dev`'s live snapshots).
     pub fn with_image(&self, image: Arc<Image>) -> Guest {
-        Guest {
-            engine: self.engine.clone(),
-            component: self.component.clone(),
-            image,
-        }
+        self.engine.guest(self.component.clone(), image)
     }
 
     /// Link the guest for a store holding `T`, with the imports `link` adds.
