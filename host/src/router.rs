@@ -245,10 +245,9 @@ async fn decide(
 
     // FastAPI's redirect_slashes, decided before matching: `/users/` -> `/users`, and for a
     // route declared with `TRAILING_SLASH = True` the reverse, `/products` -> `/products/`.
-    // The location is absolute, as Starlette's is (see [`origin`]).
-    let origin = origin(parts, peer);
+    // The location is absolute, as Starlette's is (see [`origin`]), made only for a redirect.
     let with_query = |location: String| {
-        let location = format!("{origin}{location}");
+        let location = format!("{}{location}", origin(parts, peer));
         if query.is_empty() {
             location
         } else {
