@@ -664,6 +664,11 @@ fn route_decorator_mistakes_are_import_errors_on_their_line() {
             "routes/status/route.py",
             "from filerouter import route\n\n@route(responses={999: {}})\ndef GET(request):\n    return {}\n",
         ),
+        // Keys beyond OpenAPI's pass into the document as they are, so they must be JSON.
+        (
+            "routes/extra/route.py",
+            "from filerouter import route\n\n@route(responses={404: {'x-when': object()}})\ndef GET(request):\n    return {}\n",
+        ),
         ("routes/good/route.py", "def GET(request):\n    return {}\n"),
     ]);
     let server = Server::dev(&project);
@@ -698,6 +703,22 @@ fn route_decorator_mistakes_are_import_errors_on_their_line() {
         status.contains("999 is not an HTTP status code"),
         "{status}"
     );
+    let extra = server
+        .request("GET", "/extra")
+        .header("accept", "application/json")
+        .send()
+        .unwrap();
+    assert_eq!(extra.status(), 500);
+    let error = json(extra)["error"].clone();
+    assert_eq!(error["type"], "TypeError", "{error:#}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("route(responses=...): 'x-when' of the response of 404 is not JSON"),
+        "{error:#}"
+    );
+    assert_eq!(error["line"], json!(3), "{error:#}");
     assert_eq!(json(server.get("/good")), json!({}));
 }
 
