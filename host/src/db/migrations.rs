@@ -2,6 +2,11 @@
 //! a transaction of its own, and recorded in the database (`_filerouter_migrations`: name,
 //! checksum, when).
 //!
+//! A step may have a variant per backend beside it (`0001_posts.postgres.sql`,
+//! `0001_posts.sqlite.sql`), run instead of the shared file on that backend and recorded under
+//! the step's name (`0001_posts.sql`), so that SQLite and Postgres keep one history. Every step
+//! must run on both ([`read`] refuses one that does not).
+//!
 //! A migration that fails leaves the database as it was before that file (the transaction is
 //! rolled back) and is reported with its file and the line of the failing statement. A file
 //! changed after it was applied is reported, never applied again. `dev` applies new migrations
@@ -29,18 +34,76 @@ pub const FOLDER: &str = "migrations";
 /// At most this many migration files are read.
 const MAX_FILES: usize = 10_000;
 
-/// One migration file.
+/// One step of the project's history: a migration file, or its variants for each backend.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Migration {
-    /// The file name (`0001_posts.sql`).
+    /// The step's name, as the record keeps it on either backend (`0001_posts.sql`).
     pub name: String,
+    /// What SQLite runs: the text of [`Migration::file`].
     pub sql: String,
+    /// The file SQLite runs: `0001_posts.sql`, or `0001_posts.sqlite.sql` beside it (empty:
+    /// the step's name).
+    #[serde(default)]
+    pub file: String,
+    /// What Postgres runs instead, when a variant differs: (file, text).
+    #[serde(default)]
+    pub postgres: Option<(String, String)>,
 }
 
 impl Migration {
     fn checksum(&self) -> String {
         hex::encode(Sha256::digest(self.sql.as_bytes()))
     }
+
+    /// The file that is run, for messages.
+    fn file(&self) -> &str {
+        if self.file.is_empty() {
+            &self.name
+        } else {
+            &self.file
+        }
+    }
+
+    /// This step as the backend runs it (`postgres`: Postgres, else SQLite).
+    fn on(&self, postgres: bool) -> Migration {
+        match (&self.postgres, postgres) {
+            (Some((file, sql)), true) => Migration {
+                name: self.name.clone(),
+                sql: sql.clone(),
+                file: file.clone(),
+                postgres: None,
+            },
+            _ => Migration {
+                postgres: None,
+                ..self.clone()
+            },
+        }
+    }
+}
+
+/// The steps as `db`'s backend runs them.
+fn on_backend(db: &Database, migrations: &[Migration]) -> Vec<Migration> {
+    migrations.iter().map(|m| m.on(db.is_postgres())).collect()
+}
+
+/// A migration file's backend, from its name: `NAME.sqlite.sql`, `NAME.postgres.sql`, or
+/// `NAME.sql` for both; with the step's name (`NAME.sql`).
+fn variant_of(file: &str) -> (String, Option<Engine>) {
+    for (suffix, engine) in [
+        (".sqlite.sql", Engine::Sqlite),
+        (".postgres.sql", Engine::Postgres),
+    ] {
+        if let Some(stem) = file.strip_suffix(suffix) {
+            return (format!("{stem}.sql"), Some(engine));
+        }
+    }
+    (file.to_string(), None)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Engine {
+    Sqlite,
+    Postgres,
 }
 
 /// Why migrations could not be read or applied: one line naming the file (and line).
@@ -93,14 +156,67 @@ pub fn read(root: &Path) -> Result<Vec<Migration>, MigrationError> {
         }
     }
     names.sort();
-    names
+    let read_text = |name: &str| -> Result<String, MigrationError> {
+        // A link may lead to another file of the project, never out of it.
+        let path = dir.join(name);
+        let bytes = regular_file::read_inside(&path, root, regular_file::MAX_SOURCE_BYTES)?;
+        Ok(String::from_utf8(bytes).map_err(|_| FileError::NotText(path))?)
+    };
+    // Each step's files: (both, sqlite, postgres).
+    let mut steps: std::collections::BTreeMap<String, [Option<String>; 3]> = Default::default();
+    for name in names {
+        let (step, engine) = variant_of(&name);
+        let slot = match engine {
+            None => 0,
+            Some(Engine::Sqlite) => 1,
+            Some(Engine::Postgres) => 2,
+        };
+        steps.entry(step).or_default()[slot] = Some(name);
+    }
+    steps
         .into_iter()
-        .map(|name| {
-            // A link may lead to another file of the project, never out of it.
-            let path = dir.join(&name);
-            let bytes = regular_file::read_inside(&path, root, regular_file::MAX_SOURCE_BYTES)?;
-            let sql = String::from_utf8(bytes).map_err(|_| FileError::NotText(path))?;
-            Ok(Migration { name, sql })
+        .map(|(step, files)| {
+            let stem = step.trim_end_matches(".sql");
+            let [both, sqlite, postgres] = files;
+            let sqlite = match (sqlite, &both) {
+                (Some(file), _) => file,
+                (None, Some(file)) => file.clone(),
+                (None, None) => {
+                    return Err(MigrationError::Folder(format!(
+                        "{stem}.postgres.sql has no SQLite variant: add {stem}.sql (for both) or {stem}.sqlite.sql, so that both backends have the same history"
+                    )));
+                }
+            };
+            let postgres = match (postgres, &both) {
+                (Some(file), _) => file,
+                (None, Some(file)) => file.clone(),
+                (None, None) => {
+                    return Err(MigrationError::Folder(format!(
+                        "{stem}.sqlite.sql has no Postgres variant: add {stem}.sql (for both) or {stem}.postgres.sql, so that both backends have the same history"
+                    )));
+                }
+            };
+            if let Some(both) = &both
+                && &sqlite != both
+                && &postgres != both
+            {
+                return Err(MigrationError::Folder(format!(
+                    "{both} is run by neither backend ({sqlite} and {postgres} take its place): remove it"
+                )));
+            }
+            let sql = read_text(&sqlite)?;
+            let postgres = if postgres == sqlite {
+                None
+            } else {
+                let text = read_text(&postgres)?;
+                Some((postgres, text))
+            };
+            Ok(Migration {
+                name: step,
+                sql,
+                file: sqlite,
+                postgres,
+            })
         })
         .collect()
 }
@@ -156,6 +272,7 @@ const RECORD: &str = "CREATE TABLE IF NOT EXISTS _filerouter_migrations (
 
 /// Compare the database's record with `migrations`.
 pub async fn status(db: &Database, migrations: &[Migration]) -> Result<Status, MigrationError> {
+    let migrations = &on_backend(db, migrations);
     if let Some(pool) = db.postgres() {
         let mut conn = pool.host().await?;
         return pg_compare(&mut conn, migrations, false).await;
@@ -202,6 +319,7 @@ fn compare_records(recorded: &[(String, String, String)], migrations: &[Migratio
 /// Apply the pending `migrations` in order; returns the names applied. Stops at the first that
 /// fails (its transaction rolled back) or at a changed file.
 pub async fn apply(db: &Database, migrations: &[Migration]) -> Result<Vec<String>, MigrationError> {
+    let migrations = &on_backend(db, migrations);
     if let Some(pool) = db.postgres() {
         return pg_apply(pool, migrations).await;
     }
@@ -261,7 +379,7 @@ fn apply_one(conn: &mut sqlite::Connection, migration: &Migration) -> Result<(),
     if let Err((error, offset)) = recorded {
         let _ = conn.trusted(|raw| Ok(raw.execute_batch("ROLLBACK")));
         return Err(MigrationError::Failed {
-            file: migration.name.clone(),
+            file: migration.file().to_string(),
             line: Some(line_of(&migration.sql, offset)),
             message: error.to_string(),
         });
@@ -399,7 +517,7 @@ async fn pg_apply_one(
     migration: &Migration,
 ) -> Result<(), MigrationError> {
     let failed = |line: Option<usize>, error: DbError| MigrationError::Failed {
-        file: migration.name.clone(),
+        file: migration.file().to_string(),
         line,
         message: error.to_string(),
     };
@@ -547,7 +665,88 @@ mod tests {
         Migration {
             name: name.into(),
             sql: sql.into(),
+            file: String::new(),
+            postgres: None,
         }
+    }
+
+    #[test]
+    fn variants_for_one_backend_take_the_shared_files_place_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join(FOLDER);
+        std::fs::create_dir(&folder).unwrap();
+        let write = |name: &str, text: &str| std::fs::write(folder.join(name), text).unwrap();
+        write(
+            "0001_posts.sql",
+            "CREATE TABLE posts (id INTEGER PRIMARY KEY);",
+        );
+        write(
+            "0001_posts.postgres.sql",
+            "CREATE TABLE posts (id SERIAL PRIMARY KEY);",
+        );
+        write("0002_tags.sql", "CREATE TABLE tags (name TEXT);");
+        write("0003_seen.sqlite.sql", "ALTER TABLE posts ADD seen TEXT;");
+        write(
+            "0003_seen.postgres.sql",
+            "ALTER TABLE posts ADD seen TIMESTAMPTZ;",
+        );
+        let read = read(dir.path()).unwrap();
+        let names: Vec<_> = read.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["0001_posts.sql", "0002_tags.sql", "0003_seen.sql"]);
+        let on = |postgres: bool| -> Vec<(String, String)> {
+            read.iter()
+                .map(|m| m.on(postgres))
+                .map(|m| (m.file().to_string(), m.sql))
+                .collect()
+        };
+        assert_eq!(
+            on(false),
+            [
+                (
+                    "0001_posts.sql".into(),
+                    "CREATE TABLE posts (id INTEGER PRIMARY KEY);".into()
+                ),
+                (
+                    "0002_tags.sql".into(),
+                    "CREATE TABLE tags (name TEXT);".into()
+                ),
+                (
+                    "0003_seen.sqlite.sql".into(),
+                    "ALTER TABLE posts ADD seen TEXT;".into()
+                ),
+            ]
+        );
+        assert_eq!(
+            on(true),
+            [
+                (
+                    "0001_posts.postgres.sql".into(),
+                    "CREATE TABLE posts (id SERIAL PRIMARY KEY);".into()
+                ),
+                (
+                    "0002_tags.sql".into(),
+                    "CREATE TABLE tags (name TEXT);".into()
+                ),
+                (
+                    "0003_seen.postgres.sql".into(),
+                    "ALTER TABLE posts ADD seen TIMESTAMPTZ;".into()
+                ),
+            ]
+        );
+        // A step one backend lacks, and a shared file neither runs, are refused by name.
+        write("0004_only.postgres.sql", "SELECT 1;");
+        let error = super::read(dir.path()).unwrap_err().to_string();
+        assert!(
+            error.contains("0004_only.postgres.sql has no SQLite variant"),
+            "{error}"
+        );
+        std::fs::remove_file(folder.join("0004_only.postgres.sql")).unwrap();
+        write("0003_seen.sql", "SELECT 1;");
+        let error = super::read(dir.path()).unwrap_err().to_string();
+        assert!(
+            error.contains("0003_seen.sql is run by neither backend"),
+            "{error}"
+        );
     }
 
     #[tokio::test]
