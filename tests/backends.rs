@@ -1516,3 +1516,289 @@ fn a_project_named_tenant_cannot_reach_tenant_vs_keys() {
     );
     assert_eq!(get(&tenants, "v.test", "secret"), "tenant-v-only");
 }
+
+/// One project with SQLAlchemy models (`create_engine(db.url())`), relationships and the
+/// types people keep in them (UUID, `DateTime(timezone=True)`, an `Enum`, `Boolean`,
+/// `Numeric`, JSON), and one migration history whose first step has a Postgres variant
+/// (`0001_users.postgres.sql` beside `0001_users.sql`) and whose second is shared.
+fn orm_project() -> Project {
+    Project::new(&[
+        ("requirements.txt", "SQLAlchemy==2.0.58\n"),
+        (
+            "migrations/0001_users.sql",
+            "CREATE TABLE users (\n    id INTEGER PRIMARY KEY,\n    name VARCHAR(100) NOT NULL UNIQUE,\n    key CHAR(32) NOT NULL,\n    created DATETIME NOT NULL,\n    status VARCHAR(6) NOT NULL,\n    admin BOOLEAN NOT NULL,\n    balance NUMERIC(10, 2) NOT NULL,\n    prefs JSON NOT NULL\n);\nCREATE TABLE posts (\n    id INTEGER PRIMARY KEY,\n    author_id INTEGER NOT NULL REFERENCES users (id),\n    title VARCHAR(200) NOT NULL\n);\n",
+        ),
+        (
+            "migrations/0001_users.postgres.sql",
+            "CREATE TYPE status AS ENUM ('active', 'banned');\nCREATE TABLE users (\n    id SERIAL PRIMARY KEY,\n    name VARCHAR(100) NOT NULL UNIQUE,\n    key UUID NOT NULL,\n    created TIMESTAMPTZ NOT NULL,\n    status status NOT NULL,\n    admin BOOLEAN NOT NULL,\n    balance NUMERIC(10, 2) NOT NULL,\n    prefs JSONB NOT NULL\n);\nCREATE TABLE posts (\n    id SERIAL PRIMARY KEY,\n    author_id INTEGER NOT NULL REFERENCES users (id),\n    title VARCHAR(200) NOT NULL\n);\n",
+        ),
+        (
+            "migrations/0002_post_titles.sql",
+            "CREATE INDEX posts_by_title ON posts (title);\n",
+        ),
+        (
+            "routes/_lib/models.py",
+            r#"
+            import datetime
+            import decimal
+            import enum
+            import uuid
+
+            from sqlalchemy import JSON, DateTime, Enum, ForeignKey, Numeric, String, Uuid, create_engine
+            from sqlalchemy.dialects.postgresql import JSONB
+            from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+            from filerouter import db
+
+            engine = create_engine(db.url())
+
+            class Status(enum.Enum):
+                active = "active"
+                banned = "banned"
+
+            class Base(DeclarativeBase):
+                pass
+
+            class User(Base):
+                __tablename__ = "users"
+                id: Mapped[int] = mapped_column(primary_key=True)
+                name: Mapped[str] = mapped_column(String(100), unique=True)
+                key: Mapped[uuid.UUID] = mapped_column(Uuid, default=uuid.uuid4)
+                created: Mapped[datetime.datetime] = mapped_column(DateTime(timezone=True))
+                status: Mapped[Status] = mapped_column(Enum(Status, name="status"), default=Status.active)
+                admin: Mapped[bool] = mapped_column(default=False)
+                balance: Mapped[decimal.Decimal] = mapped_column(Numeric(10, 2), default=decimal.Decimal(0))
+                prefs: Mapped[dict] = mapped_column(JSON().with_variant(JSONB(), "postgresql"), default=dict)
+                posts: Mapped[list["Post"]] = relationship(back_populates="author", order_by="Post.id")
+
+            class Post(Base):
+                __tablename__ = "posts"
+                id: Mapped[int] = mapped_column(primary_key=True)
+                author_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+                title: Mapped[str] = mapped_column(String(200))
+                author: Mapped[User] = relationship(back_populates="posts")
+
+            def shown(user):
+                return {
+                    "id": user.id,
+                    "name": user.name,
+                    "key": type(user.key).__name__ + ":" + str(len(str(user.key))),
+                    "created": user.created.replace(tzinfo=None).isoformat(),
+                    "created_zone": str(user.created.tzinfo),
+                    "status": user.status.value,
+                    "admin": user.admin,
+                    "balance": repr(user.balance),
+                    "prefs": user.prefs,
+                    "posts": [p.title for p in user.posts],
+                }
+            "#,
+        ),
+        (
+            "routes/users/route.py",
+            r#"
+            import datetime
+            import decimal
+
+            from sqlalchemy import select
+            from sqlalchemy.exc import IntegrityError
+            from sqlalchemy.orm import Session, selectinload
+
+            from _lib.models import Post, Status, User, engine, shown
+
+            async def POST(request):
+                body = await request.json()
+                with Session(engine) as session:
+                    user = User(
+                        name=body["name"],
+                        created=datetime.datetime(2026, 11, 29, 12, 30, 15, 123456, tzinfo=datetime.timezone.utc),
+                        status=Status(body.get("status", "active")),
+                        admin=body.get("admin", False),
+                        balance=decimal.Decimal(body.get("balance", "0")),
+                        prefs=body.get("prefs", {}),
+                        posts=[Post(title=t) for t in body.get("posts", [])],
+                    )
+                    session.add(user)
+                    try:
+                        session.commit()
+                    except IntegrityError:
+                        return {"detail": "taken"}, 409
+                    return shown(user), 201
+
+            def GET(request):
+                with Session(engine) as session:
+                    users = session.scalars(select(User).options(selectinload(User.posts)).order_by(User.id)).all()
+                    return [shown(u) for u in users]
+            "#,
+        ),
+        (
+            "routes/users/[id]/route.py",
+            r#"
+            from sqlalchemy.orm import Session
+
+            from _lib.models import User, engine, shown
+
+            def GET(request, id: int):
+                with Session(engine) as session:
+                    user = session.get(User, id)
+                    return shown(user) if user else ({"detail": "no such user"}, 404)
+            "#,
+        ),
+        (
+            "routes/core/route.py",
+            r#"
+            from sqlalchemy import func, insert, select, update
+
+            from _lib.models import Post, User, engine
+
+            def POST(request):
+                with engine.begin() as conn:
+                    first = conn.execute(select(User.id).order_by(User.id).limit(1)).scalar_one()
+                    new = conn.execute(insert(Post).values(author_id=first, title="core").returning(Post.id, Post.title)).one()
+                    balance = conn.execute(
+                        update(User).where(User.id == first).values(balance=User.balance + 1).returning(User.balance)
+                    ).scalar_one()
+                    posts = conn.execute(select(func.count()).select_from(Post)).scalar_one()
+                    dark = conn.execute(select(User.name).where(User.prefs["theme"].as_string() == "dark")).scalars().all()
+                    admins = conn.execute(select(User.name).where(User.admin.is_(True))).scalars().all()
+                return {"returned": list(new), "balance": repr(balance), "posts": posts, "dark": dark, "admins": admins}
+            "#,
+        ),
+        (
+            "routes/dialect/route.py",
+            r#"
+            from _lib.models import engine
+
+            def GET(request):
+                with engine.connect():
+                    return {"dialect": engine.dialect.name}
+            "#,
+        ),
+    ])
+}
+
+/// The requests of [`sqlalchemy_runs_unchanged_on_sqlite_and_on_postgres`]: writes through
+/// `write`, reads through `read` (two processes on Postgres); the answers, in order.
+fn orm_answers(write: &Server, read: &Server) -> Vec<serde_json::Value> {
+    let post = |body: serde_json::Value, status: u16| {
+        let response = write.request("POST", "/users").json(&body).send().unwrap();
+        assert_eq!(response.status(), status, "{}", write.log());
+        json(response)
+    };
+    let mut answers = vec![
+        post(
+            serde_json::json!({"name": "ann", "admin": true, "balance": "12.50",
+                "prefs": {"theme": "dark", "tags": [1, 2]}, "posts": ["a", "b"], "status": "banned"}),
+            201,
+        ),
+        post(serde_json::json!({"name": "bob"}), 201),
+        post(serde_json::json!({"name": "ann"}), 409),
+    ];
+    answers.push(json(read.get("/users/1")));
+    let core = write.request("POST", "/core").send().unwrap();
+    assert_eq!(core.status(), 200, "{}", write.log());
+    answers.push(json(core));
+    answers.push(json(read.get("/users")));
+    answers
+}
+
+#[test]
+fn sqlalchemy_runs_unchanged_on_sqlite_and_on_postgres() {
+    const TEST: &str = "sqlalchemy_runs_unchanged_on_sqlite_and_on_postgres";
+    let Some(servers) = servers() else { return };
+    let venv = match support::tools::python_venv() {
+        Ok(venv) => venv,
+        Err(why) => {
+            return support::tools::missing(TEST, &why, "python3 and python3-venv, and reach PyPI");
+        }
+    };
+    let project = orm_project();
+    let python = venv.join("bin/python");
+    let (code, stdout, stderr) = run_with_env(
+        &[
+            "packages",
+            "install",
+            "--project",
+            ".",
+            "--python",
+            python.to_str().unwrap(),
+        ],
+        project.path(),
+        &[],
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+
+    // SQLite, in dev.
+    let dev = Server::dev(&project);
+    assert_eq!(json(dev.get("/dialect"))["dialect"], "sqlite");
+    let on_sqlite = orm_answers(&dev, &dev);
+    drop(dev);
+
+    // Postgres, the same build in two `run` processes.
+    let (code, stdout, stderr) = run_with_env(&["build", "--project", "."], project.path(), &[]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let url = servers.pg.create_app("orm");
+    let flags = ["--database-url", url.as_str(), "--migrate"];
+    let a = run(project.path(), &flags);
+    let b = run(project.path(), &flags);
+    assert_eq!(json(a.get("/dialect"))["dialect"], "postgresql");
+    let on_postgres = orm_answers(&a, &b);
+
+    // The same answers, but for the time zone SQLite does not keep.
+    let zones = |answers: &mut Vec<serde_json::Value>| -> Vec<String> {
+        let mut zones = Vec::new();
+        for answer in answers.iter_mut() {
+            let users = match answer {
+                serde_json::Value::Array(users) => users.iter_mut().collect::<Vec<_>>(),
+                user => vec![user],
+            };
+            for user in users {
+                if let Some(zone) = user.as_object_mut().and_then(|u| u.remove("created_zone")) {
+                    zones.push(zone.as_str().unwrap_or_default().to_string());
+                }
+            }
+        }
+        zones
+    };
+    let (mut on_sqlite, mut on_postgres) = (on_sqlite, on_postgres);
+    let (sqlite_zones, postgres_zones) = (zones(&mut on_sqlite), zones(&mut on_postgres));
+    assert_eq!(on_sqlite, on_postgres);
+    assert!(sqlite_zones.iter().all(|z| z == "None"), "{sqlite_zones:?}");
+    assert!(
+        !postgres_zones.is_empty() && postgres_zones.iter().all(|z| z == "UTC"),
+        "{postgres_zones:?}"
+    );
+    assert_eq!(
+        on_postgres[0],
+        serde_json::json!({"id": 1, "name": "ann", "key": "UUID:36", "created": "2026-11-29T12:30:15.123456",
+            "status": "banned", "admin": true, "balance": "Decimal('12.50')",
+            "prefs": {"theme": "dark", "tags": [1, 2]}, "posts": ["a", "b"]})
+    );
+    assert_eq!(
+        on_postgres[4],
+        serde_json::json!({"returned": [3, "core"], "balance": "Decimal('13.50')", "posts": 3,
+            "dark": ["ann"], "admins": ["ann"]})
+    );
+
+    // One history on both: the Postgres variant ran there, under the shared step's name.
+    let columns = servers.pg.psql(
+        "orm",
+        &["SELECT data_type FROM information_schema.columns WHERE table_name = 'users' AND column_name = 'key'"],
+    );
+    assert!(columns.contains("uuid"), "{columns}");
+    let (code, stdout, stderr) = run_with_env(
+        &["db", "status", "--project", ".", "--database-url", &url],
+        project.path(),
+        &[],
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let (code, sqlite_status, stderr) =
+        run_with_env(&["db", "status", "--project", "."], project.path(), &[]);
+    assert_eq!(code, 0, "{sqlite_status}{stderr}");
+    for status in [&stdout, &sqlite_status] {
+        for step in ["0001_users.sql", "0002_post_titles.sql"] {
+            assert!(status.contains(step), "{status}");
+        }
+        assert!(!status.contains("postgres.sql"), "{status}");
+    }
+    assert_no_password("db status", &stdout);
+}

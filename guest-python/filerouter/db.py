@@ -17,8 +17,11 @@ which the sandbox provides: `db.connect()` is `sqlite3.connect("app.db")`.
 - A connection lasts at most as long as the request that opened it. When the request ends,
   fails or times out, the host closes it and rolls back whatever was not committed: commit
   (or use `with conn:`) before returning.
-- `sqlite3` and SQLAlchemy (`create_engine("sqlite:///app.db")`) work as usual; see the
-  `sqlite3` package docstring for the few differences (no Python functions inside SQL).
+- `sqlite3` works as usual; see the `sqlite3` package docstring for the few differences (no
+  Python functions inside SQL). On Postgres it keeps its API, and the SQL is Postgres's.
+- SQLAlchemy (and SQLModel): `create_engine(db.url())` speaks SQLite or PostgreSQL, whichever
+  backend the host keeps the database in (`filerouter.dialect`); the same models and queries
+  run on both. `create_engine("sqlite:///app.db")` still works, on SQLite only.
 - A statement that reaches outside the database (`ATTACH`, `load_extension`, `VACUUM INTO`,
   PRAGMAs that touch files or safety) raises `NotAllowed`; a bound of the request or the
   project (statement time, rows or bytes returned, the database's size, connections per
@@ -30,6 +33,7 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
+from . import dialect
 from ._sandbox import INSIDE, refuse_outside
 
 if TYPE_CHECKING:
@@ -53,7 +57,7 @@ else:  # outside the sandbox the standard library's `sqlite3` has no such module
         pass
 
 
-__all__ = ["LimitExceeded", "NotAllowed", "connect"]
+__all__ = ["LimitExceeded", "NotAllowed", "connect", "url"]
 
 
 def connect(name: str = "app.db", **kwargs: Any) -> sqlite3.Connection:
@@ -64,3 +68,13 @@ def connect(name: str = "app.db", **kwargs: Any) -> sqlite3.Connection:
         refuse_outside("db")
     conn: sqlite3.Connection = sqlite3.connect(name, **kwargs)
     return conn
+
+
+def url() -> str:
+    """SQLAlchemy's URL for the project's database: `create_engine(db.url())`.
+
+    The engine speaks SQLAlchemy's SQLite dialect when the host keeps the database in SQLite
+    and its PostgreSQL dialect when it is in Postgres, decided at its first connection in each
+    request (an engine made at import time is made before any backend is known)."""
+    dialect.register()
+    return f"{dialect.NAME}://"

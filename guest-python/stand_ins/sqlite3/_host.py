@@ -20,6 +20,11 @@ def _call(function, *args):
         raise from_host(exc.value) from None
 
 
+def dialect():
+    """`"sqlite"` or `"postgres"`: the engine a plain database name reaches in this call."""
+    return "postgres" if _sql.dialect() == _sql.Engine.POSTGRES else "sqlite"
+
+
 def open(database):  # noqa: A001  (the WIT function's name)
     """A new connection to `database` (as given to `connect`); its handle."""
     return _call(_sql.open, database)

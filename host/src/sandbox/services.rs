@@ -112,6 +112,14 @@ impl kv::Host for CallState {
 /// request's budget as they run, so a request past its CPU limit inside a statement stops
 /// there: the statement is interrupted and the call traps, as at an epoch tick (504).
 impl sql::Host for CallState {
+    async fn dialect(&mut self) -> wasmtime::Result<sql::Engine> {
+        Ok(if self.db.database_is_postgres() {
+            sql::Engine::Postgres
+        } else {
+            sql::Engine::Sqlite
+        })
+    }
+
     async fn open(&mut self, database: String) -> wasmtime::Result<Result<u32, sql::Error>> {
         let opened = self.db.open(&database).await.map_err(error);
         self.within_budget(opened)
