@@ -1519,11 +1519,12 @@ fn a_project_named_tenant_cannot_reach_tenant_vs_keys() {
 
 /// One project with SQLAlchemy models (`create_engine(db.url())`), relationships and the
 /// types people keep in them (UUID, `DateTime(timezone=True)`, an `Enum`, `Boolean`,
-/// `Numeric`, JSON), and one migration history whose first step has a Postgres variant
-/// (`0001_users.postgres.sql` beside `0001_users.sql`) and whose second is shared.
+/// `Numeric`, JSON), SQLModel's tutorial heroes, and one migration history whose first step
+/// has a Postgres variant (`0001_users.postgres.sql` beside `0001_users.sql`), whose second is
+/// shared, and whose third has a variant for each.
 fn orm_project() -> Project {
     Project::new(&[
-        ("requirements.txt", "SQLAlchemy==2.0.58\n"),
+        ("requirements.txt", "SQLAlchemy==2.0.58\nsqlmodel==0.0.50\n"),
         (
             "migrations/0001_users.sql",
             "CREATE TABLE users (\n    id INTEGER PRIMARY KEY,\n    name VARCHAR(100) NOT NULL UNIQUE,\n    key CHAR(32) NOT NULL,\n    created DATETIME NOT NULL,\n    status VARCHAR(6) NOT NULL,\n    admin BOOLEAN NOT NULL,\n    balance NUMERIC(10, 2) NOT NULL,\n    prefs JSON NOT NULL\n);\nCREATE TABLE posts (\n    id INTEGER PRIMARY KEY,\n    author_id INTEGER NOT NULL REFERENCES users (id),\n    title VARCHAR(200) NOT NULL\n);\n",
@@ -1535,6 +1536,41 @@ fn orm_project() -> Project {
         (
             "migrations/0002_post_titles.sql",
             "CREATE INDEX posts_by_title ON posts (title);\n",
+        ),
+        (
+            "migrations/0003_heroes.sqlite.sql",
+            "CREATE TABLE hero (id INTEGER PRIMARY KEY, name VARCHAR NOT NULL, age INTEGER);\n",
+        ),
+        (
+            "migrations/0003_heroes.postgres.sql",
+            "CREATE TABLE hero (id SERIAL PRIMARY KEY, name VARCHAR NOT NULL, age INTEGER);\n",
+        ),
+        (
+            "routes/heroes/route.py",
+            r#"
+            from sqlmodel import Field, Session, SQLModel, create_engine, select
+
+            from filerouter import db
+
+            engine = create_engine(db.url())
+
+            class Hero(SQLModel, table=True):
+                id: int | None = Field(default=None, primary_key=True)
+                name: str
+                age: int | None = None
+
+            async def POST(request):
+                with Session(engine) as session:
+                    hero = Hero.model_validate(await request.json())
+                    session.add(hero)
+                    session.commit()
+                    session.refresh(hero)
+                    return hero.model_dump(), 201
+
+            def GET(request):
+                with Session(engine) as session:
+                    return [h.model_dump() for h in session.exec(select(Hero).where(Hero.age >= 18).order_by(Hero.id))]
+            "#,
         ),
         (
             "routes/_lib/models.py",
@@ -1676,7 +1712,7 @@ fn orm_project() -> Project {
     ])
 }
 
-/// The requests of [`sqlalchemy_runs_unchanged_on_sqlite_and_on_postgres`]: writes through
+/// The requests of [`sqlalchemy_and_sqlmodel_run_unchanged_on_sqlite_and_on_postgres`]: writes through
 /// `write`, reads through `read` (two processes on Postgres); the answers, in order.
 fn orm_answers(write: &Server, read: &Server) -> Vec<serde_json::Value> {
     let post = |body: serde_json::Value, status: u16| {
@@ -1698,12 +1734,22 @@ fn orm_answers(write: &Server, read: &Server) -> Vec<serde_json::Value> {
     assert_eq!(core.status(), 200, "{}", write.log());
     answers.push(json(core));
     answers.push(json(read.get("/users")));
+    for hero in [
+        serde_json::json!({"name": "Deadpond", "age": 30}),
+        serde_json::json!({"name": "Spider-Boy", "age": 16}),
+        serde_json::json!({"name": "Rusty-Man", "age": 48}),
+    ] {
+        let response = write.request("POST", "/heroes").json(&hero).send().unwrap();
+        assert_eq!(response.status(), 201, "{}", write.log());
+        answers.push(json(response));
+    }
+    answers.push(json(read.get("/heroes")));
     answers
 }
 
 #[test]
-fn sqlalchemy_runs_unchanged_on_sqlite_and_on_postgres() {
-    const TEST: &str = "sqlalchemy_runs_unchanged_on_sqlite_and_on_postgres";
+fn sqlalchemy_and_sqlmodel_run_unchanged_on_sqlite_and_on_postgres() {
+    const TEST: &str = "sqlalchemy_and_sqlmodel_run_unchanged_on_sqlite_and_on_postgres";
     let Some(servers) = servers() else { return };
     let venv = match support::tools::python_venv() {
         Ok(venv) => venv,
@@ -1795,10 +1841,16 @@ fn sqlalchemy_runs_unchanged_on_sqlite_and_on_postgres() {
         run_with_env(&["db", "status", "--project", "."], project.path(), &[]);
     assert_eq!(code, 0, "{sqlite_status}{stderr}");
     for status in [&stdout, &sqlite_status] {
-        for step in ["0001_users.sql", "0002_post_titles.sql"] {
+        for step in ["0001_users.sql", "0002_post_titles.sql", "0003_heroes.sql"] {
             assert!(status.contains(step), "{status}");
         }
         assert!(!status.contains("postgres.sql"), "{status}");
     }
+    assert_eq!(
+        on_postgres.last(),
+        Some(
+            &serde_json::json!([{"id": 1, "name": "Deadpond", "age": 30}, {"id": 3, "name": "Rusty-Man", "age": 48}])
+        )
+    );
     assert_no_password("db status", &stdout);
 }
