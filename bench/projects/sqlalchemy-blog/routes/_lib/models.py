@@ -1,9 +1,12 @@
-"""The blog's tables as SQLAlchemy 2 ORM classes, on the project's database."""
+"""The blog's tables as SQLAlchemy 2 ORM classes, on the project's database (SQLite or
+Postgres: `db.url()` speaks either)."""
 
 from sqlalchemy import ForeignKey, String, create_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-engine = create_engine("sqlite:///app.db")
+from filerouter import db
+
+engine = create_engine(db.url())
 
 
 class Base(DeclarativeBase):
