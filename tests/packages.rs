@@ -7,11 +7,11 @@
 
 use crate::support;
 
-use std::process::Command;
+use std::{process::Command, time::Duration};
 
 use serde_json::json;
 use support::{
-    Project, Server, json, run, run_with_env,
+    Project, Server, eventually, json, run, run_with_env,
     tools::{missing, python_venv, run_tool},
 };
 
@@ -432,6 +432,41 @@ fn requirements_are_resolved_for_the_sandbox_not_the_host() {
     let (code, _, stderr) = run(&["build", "--project", "."], project.path());
     assert_eq!(code, 0, "{stderr}");
     let server = Server::run(&project, &[]);
+    assert_eq!(json(server.get("/posts")), expected);
+    drop(server);
+
+    // The build configures the mappers ahead of the requests (sandbox/warmup.py); one that
+    // cannot be configured is still the request's error, with SQLAlchemy's words, and the
+    // build and the other models are not disturbed.
+    project.write(
+        "routes/broken/route.py",
+        r#"
+        from sqlalchemy import ForeignKey
+        from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
+        from _lib.models import engine
+
+        class Other(DeclarativeBase):
+            pass
+
+        class Orphan(Other):
+            __tablename__ = "orphans"
+            id: Mapped[int] = mapped_column(primary_key=True)
+            parent: Mapped["Nowhere"] = relationship()
+
+        def GET(request):
+            with Session(engine) as session:
+                return {"orphans": session.query(Orphan).count()}
+        "#,
+    );
+    let (code, _, stderr) = run(&["build", "--project", "."], project.path());
+    assert_eq!(code, 0, "{stderr}");
+    let server = Server::run(&project, &[]);
+    assert_eq!(server.get("/broken").status(), 500);
+    assert!(
+        eventually(Duration::from_secs(5), || server.log().contains("Nowhere")),
+        "{}",
+        server.log()
+    );
     assert_eq!(json(server.get("/posts")), expected);
 }
 

@@ -10,8 +10,15 @@ the same steps a request takes, a few times, and the snapshot keeps the result. 
 fewer pages restored after each (bench/README.md).
 
 Middleware and pages are left out: they are project code.
+
+`packages()` does, once at build time, the set-up that installed packages leave for their first
+use and that a long-lived process does once: every instance would redo it otherwise. Today that
+is SQLAlchemy's mapper configuration (`configure_mappers()`, which an ORM query triggers):
+measured on an ORM read of bench/projects' models in `filerouter run`, 45.5 ms of CPU per
+request without it, 28.1 ms with it.
 """
 
+import sys
 import types
 
 import baked
@@ -53,3 +60,15 @@ def run(to_wit):
             to_wit(pipeline.route_response(request, target))
     finally:
         del baked.MODULES[_FILE]
+
+
+def packages():
+    """Finish what the project's packages would set up at first use (see the module's
+    docstring). A failure is left for the request that meets it, as it would be without this:
+    SQLAlchemy keeps a mapper error and raises it at each use."""
+    orm = sys.modules.get("sqlalchemy.orm")
+    if orm is not None:
+        try:
+            orm.configure_mappers()
+        except Exception:  # noqa: BLE001
+            pass
