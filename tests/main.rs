@@ -11,6 +11,7 @@ mod cli;
 mod config;
 mod container;
 mod data;
+mod data_tls;
 mod docs;
 mod docs_site;
 mod environment;

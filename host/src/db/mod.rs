@@ -175,10 +175,14 @@ impl Database {
     /// once now: a wrong URL or an unreachable server is an error that names `host:port/db`
     /// (never the password). `bounds.max_size_bytes` does not apply: the server's operator
     /// sizes the database.
-    pub async fn connect_postgres(url: &str, bounds: Bounds) -> Result<Database, DbError> {
+    pub async fn connect_postgres(
+        url: &str,
+        bounds: Bounds,
+        pool: postgres::PoolSettings,
+    ) -> Result<Database, DbError> {
         Ok(Database {
             backend: Backend::Postgres {
-                pool: postgres::Pool::connect(url).await?,
+                pool: postgres::Pool::connect(url, pool).await?,
                 memory: sqlite::Store::memory(bounds),
             },
             bounds,
