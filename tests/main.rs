@@ -6,6 +6,7 @@
 mod support;
 
 mod backends;
+mod backups;
 mod bodies;
 mod cli;
 mod config;

@@ -178,6 +178,22 @@ pub enum DbCommand {
     Migrate(DbArgs),
     /// List the migrations applied and pending, and where the database is.
     Status(DbArgs),
+    /// Copy the project's SQLite database (and its kv store) into FILE, consistent while a
+    /// server writes to it. On Postgres: pg_dump (docs/guides/data.md).
+    Backup(BackupArgs),
+    /// Replace the project's SQLite database with the backup FILE, with the server stopped;
+    /// what it replaces is kept beside it. On Postgres: pg_restore (docs/guides/data.md).
+    Restore(BackupArgs),
+}
+
+/// Options of `filerouter db backup` and `db restore`.
+#[derive(Debug, clap::Args)]
+pub struct BackupArgs {
+    /// The backup file (backup: a new file; restore: one `db backup` made).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub db: DbArgs,
 }
 
 /// Options of `filerouter db ...`.

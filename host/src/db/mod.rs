@@ -12,9 +12,11 @@
 //! database: no `ATTACH`, `load_extension`, `VACUUM`, file or safety PRAGMAs, or the host's own
 //! `_filerouter_` tables); [`sqlite`] runs them; [`postgres`] runs them on Postgres, after
 //! [`pg_text`] rewrote their placeholders; [`migrations`] applies the project's
-//! `migrations/*.sql` to either. Not for: key-value state (that is [`crate::kv`], which keeps
+//! `migrations/*.sql` to either; [`backup`] copies a SQLite database while it serves, and
+//! restores one. Not for: key-value state (that is [`crate::kv`], which keeps
 //! its table in the same SQLite file, or on Redis), nor running any Python.
 
+pub mod backup;
 pub mod functions;
 pub mod guard;
 pub mod migrations;
