@@ -26,20 +26,20 @@ use std::{
 use support::{Project, Server, eventually, free_port, json, run_with_env};
 
 /// The password of every role and of Redis: it must never show in any output.
-const PASSWORD: &str = "pw-Zq8-never-shown";
+pub(crate) const PASSWORD: &str = "pw-Zq8-never-shown";
 
 /// A server process kept alive by a small shell that also stops it (SIGQUIT to Postgres,
 /// SIGTERM to Redis) when this test binary exits however it exits, or when dropped, and then
 /// removes the server's folder (the servers live in a `static`, which is never dropped: their
 /// folders would outlive the run).
-struct Guarded {
+pub(crate) struct Guarded {
     child: Child,
 }
 
 impl Guarded {
     /// Run `command` (program and arguments) under the watchdog, its output in `log`; `folder`
     /// is removed once the server stopped.
-    fn start(command: &[&str], stop_signal: &str, log: &Path, folder: &Path) -> Guarded {
+    pub(crate) fn start(command: &[&str], stop_signal: &str, log: &Path, folder: &Path) -> Guarded {
         let script = format!(
             "watched=$1; folder=$2; shift 2; \"$@\" & server=$!; \
              stop() {{ kill -{stop_signal} $server 2>/dev/null; wait $server; rm -rf \"$folder\"; }}; \
@@ -82,7 +82,7 @@ impl Drop for Guarded {
 }
 
 /// Whether this process runs as root.
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()
@@ -90,16 +90,23 @@ fn is_root() -> bool {
 }
 
 /// A PostgreSQL cluster of its own.
-struct Postgres {
+pub(crate) struct Postgres {
     _server: Guarded,
-    bin: PathBuf,
-    port: u16,
+    pub(crate) bin: PathBuf,
+    pub(crate) port: u16,
     socket: PathBuf,
-    dir: tempfile::TempDir,
+    pub(crate) dir: tempfile::TempDir,
 }
 
 impl Postgres {
     fn start(bin: &Path) -> Postgres {
+        Postgres::start_with(bin, |_| Vec::new())
+    }
+
+    /// A cluster started with the server options `options` returns, given the cluster's
+    /// folder (for files such as certificates, which it may write there; when this runs as
+    /// root, the server reads them as `postgres`).
+    pub(crate) fn start_with(bin: &Path, options: impl FnOnce(&Path) -> Vec<String>) -> Postgres {
         let dir = tempfile::Builder::new()
             .prefix("filerouter-pg-")
             .tempdir()
@@ -174,6 +181,16 @@ impl Postgres {
             socket.display().to_string(),
             port.to_string(),
         );
+        let extra = options(dir.path());
+        if root {
+            // What `options` wrote, readable by the server (a key file must be its own).
+            let owned = Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(dir.path())
+                .status()
+                .expect("chown");
+            assert!(owned.success(), "chown to postgres failed");
+        }
         let mut server_command = as_postgres.clone();
         server_command.extend([
             postgres.to_str().unwrap(),
@@ -194,6 +211,7 @@ impl Postgres {
             "-c",
             "max_connections=300",
         ]);
+        server_command.extend(extra.iter().map(String::as_str));
         let server = Guarded::start(
             &server_command,
             "QUIT",
@@ -219,7 +237,7 @@ impl Postgres {
     }
 
     /// Run `statements` (each on its own) in database `db` as the superuser, over the socket.
-    fn try_psql(&self, db: &str, statements: &[&str]) -> Result<String, String> {
+    pub(crate) fn try_psql(&self, db: &str, statements: &[&str]) -> Result<String, String> {
         let mut command = Command::new(self.bin.join("psql"));
         command
             .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h"])
@@ -236,7 +254,7 @@ impl Postgres {
         }
     }
 
-    fn psql(&self, db: &str, statements: &[&str]) -> String {
+    pub(crate) fn psql(&self, db: &str, statements: &[&str]) -> String {
         self.try_psql(db, statements)
             .unwrap_or_else(|e| panic!("psql {statements:?}: {e}"))
     }
@@ -244,7 +262,7 @@ impl Postgres {
     /// A role `name` that logs in with the password, may create roles (filerouter makes
     /// route code's role `NAME_route`) and owns database `name`, which nobody else may connect
     /// to; its URL.
-    fn create_app(&self, name: &str) -> String {
+    pub(crate) fn create_app(&self, name: &str) -> String {
         self.psql(
             "postgres",
             &[
@@ -256,13 +274,13 @@ impl Postgres {
         self.url(name, name)
     }
 
-    fn url(&self, role: &str, db: &str) -> String {
+    pub(crate) fn url(&self, role: &str, db: &str) -> String {
         format!("postgres://{role}:{PASSWORD}@127.0.0.1:{}/{db}", self.port)
     }
 }
 
 /// A Redis server of its own, with a password and no persistence.
-struct Redis {
+pub(crate) struct Redis {
     _server: Guarded,
     port: u16,
     _dir: tempfile::TempDir,
@@ -361,13 +379,13 @@ fn read_reply(reader: &mut impl BufRead) -> Result<Vec<String>, String> {
     }
 }
 
-struct Servers {
-    pg: Postgres,
-    redis: Redis,
+pub(crate) struct Servers {
+    pub(crate) pg: Postgres,
+    pub(crate) redis: Redis,
 }
 
 /// The newest Debian PostgreSQL's bin folder, and redis-server, if installed.
-fn binaries() -> Result<(PathBuf, PathBuf), String> {
+pub(crate) fn binaries() -> Result<(PathBuf, PathBuf), String> {
     let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
         .map_err(|_| "PostgreSQL is not installed (no /usr/lib/postgresql)".to_string())?
         .flatten()
@@ -394,7 +412,7 @@ fn binaries() -> Result<(PathBuf, PathBuf), String> {
 
 /// The servers, started on first use; `None` (after saying why) when they are not installed
 /// and this is not CI. Installed servers that fail to start fail every test.
-fn servers() -> Option<&'static Servers> {
+pub(crate) fn servers() -> Option<&'static Servers> {
     enum Started {
         Up(Servers),
         Missing(String),
@@ -448,19 +466,19 @@ fn built() -> &'static Path {
 }
 
 /// A copy of the built fixture project in `to` (a new folder).
-fn copy_built(to: &Path) {
+pub(crate) fn copy_built(to: &Path) {
     support::copy_all(built(), to);
 }
 
 /// `filerouter run` of `project` with `extra` arguments, on a free port.
-fn run(project: &Path, extra: &[&str]) -> Server {
+pub(crate) fn run(project: &Path, extra: &[&str]) -> Server {
     let mut args = vec!["run", "--project", project.to_str().unwrap()];
     args.extend_from_slice(extra);
     Server::start(&args, &[], Duration::from_secs(120))
 }
 
 /// Run `filerouter ARGS` to completion within `wait`; (exit code, stdout and stderr).
-fn finish(args: &[&str], wait: Duration) -> (Option<i32>, String) {
+pub(crate) fn finish(args: &[&str], wait: Duration) -> (Option<i32>, String) {
     let mut child = Command::new(support::binary())
         .args(args)
         .env_remove("FILEROUTER_CACHE_KEY")
@@ -492,7 +510,7 @@ fn finish(args: &[&str], wait: Duration) -> (Option<i32>, String) {
     (code, output)
 }
 
-fn assert_no_password(what: &str, text: &str) {
+pub(crate) fn assert_no_password(what: &str, text: &str) {
     assert!(
         !text.contains(PASSWORD),
         "{what} shows the password:\n{text}"
@@ -629,7 +647,7 @@ fn app() -> Project {
     ])
 }
 
-fn post(server: &Server, title: &str) -> support::Response {
+pub(crate) fn post(server: &Server, title: &str) -> support::Response {
     server
         .request("POST", "/posts")
         .json(&serde_json::json!({ "title": title }))
@@ -637,7 +655,7 @@ fn post(server: &Server, title: &str) -> support::Response {
         .expect("POST /posts")
 }
 
-fn posts(server: &Server) -> serde_json::Value {
+pub(crate) fn posts(server: &Server) -> serde_json::Value {
     json(server.get("/posts"))
 }
 

@@ -6,11 +6,13 @@
 mod support;
 
 mod backends;
+mod backups;
 mod bodies;
 mod cli;
 mod config;
 mod container;
 mod data;
+mod data_tls;
 mod docs;
 mod docs_site;
 mod environment;

@@ -123,6 +123,8 @@ pub struct Servers {
     pub kv_url: Option<ServerUrl>,
     /// Where the project's keys live on the Redis server.
     pub kv_prefix: KvPrefix,
+    /// The Postgres pool's size and timeouts.
+    pub pool: db::postgres::PoolSettings,
 }
 
 impl Default for Data {
@@ -161,7 +163,11 @@ impl Data {
             Some(url) => {
                 let place = format!("at {url}");
                 let connected = runtime().and_then(|runtime| {
-                    runtime.block_on(db::Database::connect_postgres(url.expose(), db))
+                    runtime.block_on(db::Database::connect_postgres(
+                        url.expose(),
+                        db,
+                        servers.pool,
+                    ))
                 });
                 connected.map_err(|error| DataError::Database { place, error })?
             }

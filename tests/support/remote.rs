@@ -25,12 +25,20 @@ use std::{
 /// A test CA, and a server certificate it signed for `localhost` and 127.0.0.1.
 pub struct TestCa {
     pub ca_pem: String,
+    /// The server's certificate and key as PEM, for servers that read them from files.
+    pub server_cert_pem: String,
+    pub server_key_pem: String,
     server_cert: rustls::pki_types::CertificateDer<'static>,
     server_key: rustls::pki_types::PrivateKeyDer<'static>,
 }
 
 impl TestCa {
     pub fn new() -> TestCa {
+        TestCa::for_names(&["localhost", "127.0.0.1"])
+    }
+
+    /// A test CA, and a server certificate it signed for `names` (host names or IP addresses).
+    pub fn for_names(names: &[&str]) -> TestCa {
         let ca_key = rcgen::KeyPair::generate().unwrap();
         let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
         ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -41,7 +49,7 @@ impl TestCa {
         let issuer = rcgen::Issuer::new(ca_params, ca_key);
         let server_key = rcgen::KeyPair::generate().unwrap();
         let mut params =
-            rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+            rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
                 .unwrap();
         params
             .distinguished_name
@@ -49,6 +57,8 @@ impl TestCa {
         let cert = params.signed_by(&server_key, &issuer).unwrap();
         TestCa {
             ca_pem: ca_cert.pem(),
+            server_cert_pem: cert.pem(),
+            server_key_pem: server_key.serialize_pem(),
             server_cert: cert.der().clone(),
             server_key: rustls::pki_types::PrivateKeyDer::try_from(server_key.serialize_der())
                 .unwrap(),

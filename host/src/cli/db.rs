@@ -1,10 +1,11 @@
 //! `filerouter db migrate` and `filerouter db status`: the project's migrations against its
 //! database, from the command line (what `dev` does at start and on change, and what
-//! `run --migrate` does at start).
+//! `run --migrate` does at start); `db backup` and `db restore` of a SQLite database
+//! ([`crate::db::backup`]), and the way to do both on Postgres.
 
 use anyhow::Context;
 
-use super::{DbArgs, DbCommand};
+use super::{BackupArgs, DbArgs, DbCommand};
 use crate::{
     data::{self, Data},
     db::migrations,
@@ -15,6 +16,8 @@ pub fn run(command: DbCommand) -> anyhow::Result<()> {
         match command {
             DbCommand::Migrate(args) => migrate(args).await,
             DbCommand::Status(args) => status(args).await,
+            DbCommand::Backup(args) => backup(args).await,
+            DbCommand::Restore(args) => restore(args).await,
         }
     })
 }
@@ -70,6 +73,89 @@ async fn status(args: DbArgs) -> anyhow::Result<()> {
     }
     if status.pending.is_empty() && status.changed.is_empty() {
         println!("up to date ({} applied)", status.applied.len());
+    }
+    Ok(())
+}
+
+/// The SQLite file `db backup` and `db restore` work on, and whether the kv store is on Redis
+/// (then not in it); on Postgres, an error that says how to back it up there.
+fn sqlite_file(args: &DbArgs, verb: &str) -> anyhow::Result<(std::path::PathBuf, bool)> {
+    let root = args
+        .project
+        .canonicalize()
+        .with_context(|| format!("project folder {} not found", args.project.display()))?;
+    let servers = args.servers.resolve(&root);
+    if let Some(url) = &servers.database_url {
+        let (tool, how) = if verb == "backup" {
+            (
+                "pg_dump",
+                format!("pg_dump --format=custom --file=FILE '{url}'"),
+            )
+        } else {
+            (
+                "pg_restore",
+                format!(
+                    "filerouter db status --database-url '{url}' (it makes route code's role), then pg_restore --clean --if-exists --exit-on-error --dbname='{url}' FILE"
+                ),
+            )
+        };
+        anyhow::bail!(
+            "the project's database is in Postgres ({url}): `filerouter db {verb}` is for the SQLite file; use {tool}: {how} (see the docs' Data guide, \"Backups\")"
+        );
+    }
+    let dir = data::dir(&root, args.data_dir.as_deref());
+    Ok((dir.join(crate::db::FILE_NAME), servers.kv_url.is_some()))
+}
+
+async fn backup(args: BackupArgs) -> anyhow::Result<()> {
+    let (database, kv_on_redis) = sqlite_file(&args.db, "backup")?;
+    let file = std::path::absolute(&args.file).unwrap_or(args.file.clone());
+    let to = file.clone();
+    let from = database.clone();
+    let kv_file = (!kv_on_redis)
+        .then(|| database.with_file_name(crate::kv::sqlite::FILE_NAME))
+        .filter(|file| file.is_file());
+    let summary = tokio::task::spawn_blocking(move || {
+        crate::db::backup::backup(&from, &to, |copy| match &kv_file {
+            Some(file) => crate::kv::sqlite::export(file, copy).map(|_| ()),
+            None => Ok(()),
+        })
+    })
+    .await
+    .context("the backup panicked")??;
+    println!(
+        "backed up {} into {}: {summary}",
+        database.display(),
+        file.display()
+    );
+    if kv_on_redis {
+        println!("filerouter.kv is on Redis (--kv-url): it is not in this backup");
+    }
+    Ok(())
+}
+
+async fn restore(args: BackupArgs) -> anyhow::Result<()> {
+    let (database, kv_on_redis) = sqlite_file(&args.db, "restore")?;
+    let file = std::path::absolute(&args.file).unwrap_or(args.file.clone());
+    let (from, to) = (file.clone(), database.clone());
+    // The kv file is rebuilt from the backup's kv entries when the kv store next opens.
+    let companions: Vec<std::path::PathBuf> = if kv_on_redis {
+        Vec::new()
+    } else {
+        vec![database.with_file_name(crate::kv::sqlite::FILE_NAME)]
+    };
+    let restored =
+        tokio::task::spawn_blocking(move || crate::db::backup::restore(&to, &from, &companions))
+            .await
+            .context("the restore panicked")??;
+    println!("restored {} into {}", file.display(), database.display());
+    match &restored.replaced {
+        Some((before, kept)) => println!("replaced: {before}; kept as {}", kept.display()),
+        None => println!("replaced: nothing (there was no database)"),
+    }
+    println!("now:      {}", restored.now);
+    if restored.now.kv_keys.is_none() && !kv_on_redis {
+        println!("the backup holds no kv entries: filerouter.kv is as it was");
     }
     Ok(())
 }

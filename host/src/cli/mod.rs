@@ -120,11 +120,23 @@ pub struct RunArgs {
     /// its migrations is an error).
     #[arg(long, conflicts_with = "tenants")]
     pub migrate: bool,
-    /// Keep the project's database in Postgres (postgres://user:password@host:port/db; no TLS
-    /// yet), so that several processes share it [default: FILEROUTER_DATABASE_URL, else the data
-    /// folder]. Tenants name theirs in the tenants file.
+    /// Keep the project's database in Postgres (postgres://user:password@host:port/db, TLS by
+    /// ?sslmode=verify-full&sslrootcert=CA.pem), so that several processes share it [default:
+    /// FILEROUTER_DATABASE_URL, else the data folder]. Tenants name theirs in the tenants file.
     #[arg(long, value_name = "URL", conflicts_with = "tenants")]
     pub database_url: Option<String>,
+    /// Route code's connections to the Postgres database this process keeps open at most
+    /// [default: 32]. Tenants set theirs in the tenants file.
+    #[arg(long, value_name = "N", value_parser = pool_size, conflicts_with = "tenants")]
+    pub db_pool_size: Option<usize>,
+    /// How long opening a Postgres connection (TCP, TLS, login) may take, in seconds
+    /// [default: 10].
+    #[arg(long, value_name = "SECONDS", value_parser = pool_timeout, conflicts_with = "tenants")]
+    pub db_connect_timeout: Option<std::time::Duration>,
+    /// How long a request waits for a free Postgres connection when all are in use, in seconds
+    /// [default: 5].
+    #[arg(long, value_name = "SECONDS", value_parser = pool_timeout, conflicts_with = "tenants")]
+    pub db_checkout_timeout: Option<std::time::Duration>,
     /// Keep filerouter.kv on a Redis server (redis://[user:password@]host:port[/db])
     /// [default: FILEROUTER_KV_URL, else the data folder].
     #[arg(long, value_name = "URL", conflicts_with = "tenants")]
@@ -139,6 +151,26 @@ pub struct RunArgs {
     pub admin: Option<String>,
 }
 
+fn pool_size(given: &str) -> Result<usize, String> {
+    crate::db::postgres::PoolSettings::size(given).map_err(|e| e.to_string())
+}
+
+fn pool_timeout(given: &str) -> Result<std::time::Duration, String> {
+    crate::db::postgres::PoolSettings::timeout(given).map_err(|e| e.to_string())
+}
+
+impl RunArgs {
+    /// The Postgres pool's settings: the flags over the defaults.
+    pub fn pool(&self) -> crate::db::postgres::PoolSettings {
+        let default = crate::db::postgres::PoolSettings::default();
+        crate::db::postgres::PoolSettings {
+            size: self.db_pool_size.unwrap_or(default.size),
+            connect_timeout: self.db_connect_timeout.unwrap_or(default.connect_timeout),
+            checkout_timeout: self.db_checkout_timeout.unwrap_or(default.checkout_timeout),
+        }
+    }
+}
+
 /// `filerouter db ...`
 #[derive(Debug, Subcommand)]
 pub enum DbCommand {
@@ -146,6 +178,22 @@ pub enum DbCommand {
     Migrate(DbArgs),
     /// List the migrations applied and pending, and where the database is.
     Status(DbArgs),
+    /// Copy the project's SQLite database (and its kv store) into FILE, consistent while a
+    /// server writes to it. On Postgres: pg_dump (docs/guides/data.md).
+    Backup(BackupArgs),
+    /// Replace the project's SQLite database with the backup FILE, with the server stopped;
+    /// what it replaces is kept beside it. On Postgres: pg_restore (docs/guides/data.md).
+    Restore(BackupArgs),
+}
+
+/// Options of `filerouter db backup` and `db restore`.
+#[derive(Debug, clap::Args)]
+pub struct BackupArgs {
+    /// The backup file (backup: a new file; restore: one `db backup` made).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub db: DbArgs,
 }
 
 /// Options of `filerouter db ...`.
@@ -165,9 +213,9 @@ pub struct DbArgs {
 /// The servers that keep a project's data instead of its data folder (operator settings).
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ServerArgs {
-    /// Keep the project's database in Postgres (postgres://user:password@host:port/db; no TLS
-    /// yet), so that several processes share it [default: FILEROUTER_DATABASE_URL, else the data
-    /// folder].
+    /// Keep the project's database in Postgres (postgres://user:password@host:port/db, TLS by
+    /// ?sslmode=verify-full&sslrootcert=CA.pem), so that several processes share it [default:
+    /// FILEROUTER_DATABASE_URL, else the data folder].
     #[arg(long, value_name = "URL")]
     pub database_url: Option<String>,
     /// Keep filerouter.kv on a Redis server (redis://[user:password@]host:port[/db])
@@ -200,6 +248,7 @@ impl ServerArgs {
                 Some(prefix) => crate::data::KvPrefix::Operator(prefix.clone()),
                 None => crate::data::default_kv_prefix(root),
             },
+            pool: Default::default(),
         }
     }
 }

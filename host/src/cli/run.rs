@@ -134,12 +134,15 @@ async fn open_data(
     migrations: &[db::migrations::Migration],
 ) -> anyhow::Result<Data> {
     let dir = crate::data::dir(root, args.data_dir.as_deref());
-    let servers = super::ServerArgs {
-        database_url: args.database_url.clone(),
-        kv_url: args.kv_url.clone(),
-        kv_prefix: args.kv_prefix.clone(),
-    }
-    .resolve(root);
+    let servers = crate::data::Servers {
+        pool: args.pool(),
+        ..super::ServerArgs {
+            database_url: args.database_url.clone(),
+            kv_url: args.kv_url.clone(),
+            kv_prefix: args.kv_prefix.clone(),
+        }
+        .resolve(root)
+    };
     let bounds = settings.db_bounds();
     let data = tokio::task::spawn_blocking(move || {
         Data::open_with(&dir, Default::default(), bounds, &servers)

@@ -12,9 +12,11 @@
 //! database: no `ATTACH`, `load_extension`, `VACUUM`, file or safety PRAGMAs, or the host's own
 //! `_filerouter_` tables); [`sqlite`] runs them; [`postgres`] runs them on Postgres, after
 //! [`pg_text`] rewrote their placeholders; [`migrations`] applies the project's
-//! `migrations/*.sql` to either. Not for: key-value state (that is [`crate::kv`], which keeps
+//! `migrations/*.sql` to either; [`backup`] copies a SQLite database while it serves, and
+//! restores one. Not for: key-value state (that is [`crate::kv`], which keeps
 //! its table in the same SQLite file, or on Redis), nor running any Python.
 
+pub mod backup;
 pub mod functions;
 pub mod guard;
 pub mod migrations;
@@ -175,10 +177,14 @@ impl Database {
     /// once now: a wrong URL or an unreachable server is an error that names `host:port/db`
     /// (never the password). `bounds.max_size_bytes` does not apply: the server's operator
     /// sizes the database.
-    pub async fn connect_postgres(url: &str, bounds: Bounds) -> Result<Database, DbError> {
+    pub async fn connect_postgres(
+        url: &str,
+        bounds: Bounds,
+        pool: postgres::PoolSettings,
+    ) -> Result<Database, DbError> {
         Ok(Database {
             backend: Backend::Postgres {
-                pool: postgres::Pool::connect(url).await?,
+                pool: postgres::Pool::connect(url, pool).await?,
                 memory: sqlite::Store::memory(bounds),
             },
             bounds,

@@ -2,9 +2,10 @@
 //! database: the operator's server, a pool of connections per [`Pool`], and one statement at a
 //! time under the request's deadline and bounds.
 //!
-//! The operator names the database with a URL (`postgres://user:password@host:port/db`); it
-//! is connected to without TLS for now (`NoTls`: keep the server on the machine or a private
-//! network). A wrong URL is an error at start that names `host:port/db`, never the password.
+//! The operator names the database with a URL (`postgres://user:password@host:port/db`), with
+//! libpq's `sslmode` and `sslrootcert` for TLS ([`tls`]), and sizes the pool ([`PoolSettings`]).
+//! A wrong URL, an unreachable server or a refused certificate is an error at start that names
+//! `host:port/db` and the reason, never the password.
 //!
 //! Route code keeps the `sqlite3` API. What changes on the way:
 //! - Placeholders (`?`, `:name`, `@name`, `$name`) become `$1..$n` ([`super::pg_text`]); every
@@ -44,21 +45,81 @@ use bytes::BytesMut;
 use futures_util::{TryStreamExt, future::join, pin_mut};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_postgres::{
-    Client, NoTls,
+    Client,
     error::ErrorPosition,
     types::{Format, FromSql, IsNull, Kind, ToSql, Type, to_sql_checked},
 };
 
 use super::{Allowance, DbError, Outcome, Params, Value, pg_text};
 
-/// Connections to one database that one process keeps open at most (in use and idle).
-pub const MAX_OPEN: usize = 32;
+/// How one process's pool of route code's connections to a database is sized, and how long
+/// it waits: operator settings (`run --db-pool-size`, `--db-connect-timeout`,
+/// `--db-checkout-timeout`; `db_pool_size`, `db_connect_timeout_s`, `db_checkout_timeout_s` in
+/// tenants.toml). The reasons for the defaults are in docs/guides/postgres-tls.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolSettings {
+    /// Connections route code's requests may have open at once in this process (in use and
+    /// idle); half of them are kept idle between requests.
+    pub size: usize,
+    /// How long opening a connection (TCP, TLS, login) may take.
+    pub connect_timeout: Duration,
+    /// How long a request waits for a free connection when all `size` are in use (at most
+    /// until the request's own time limit).
+    pub checkout_timeout: Duration,
+}
 
-/// Idle connections kept per database; more are closed when their request ends.
-const MAX_IDLE: usize = 16;
+impl Default for PoolSettings {
+    fn default() -> Self {
+        PoolSettings {
+            size: 32,
+            connect_timeout: Duration::from_secs(10),
+            checkout_timeout: Duration::from_secs(5),
+        }
+    }
+}
 
-/// How long connecting may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Why a pool setting is refused: the message names the bounds, the caller names the setting.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PoolSettingError {
+    #[error("must be from 1 to {max}, not {given}")]
+    Size { given: String, max: usize },
+    #[error("must be a number of seconds above 0 and at most {max}, not {given}")]
+    Timeout { given: String, max: u64 },
+}
+
+impl PoolSettings {
+    /// The largest pool: Postgres's own `max_connections` is rarely above a few thousand.
+    pub const MAX_SIZE: usize = 10_000;
+    /// The longest timeout, in seconds.
+    pub const MAX_TIMEOUT_S: u64 = 3600;
+
+    /// A pool size as given (a flag's text, a file's number).
+    pub fn size(given: &str) -> Result<usize, PoolSettingError> {
+        match given.trim().parse::<usize>() {
+            Ok(n) if (1..=Self::MAX_SIZE).contains(&n) => Ok(n),
+            _ => Err(PoolSettingError::Size {
+                given: given.to_string(),
+                max: Self::MAX_SIZE,
+            }),
+        }
+    }
+
+    /// A timeout in seconds as given (`10`, `2.5`).
+    pub fn timeout(given: &str) -> Result<Duration, PoolSettingError> {
+        match given.trim().parse::<f64>() {
+            Ok(s) if s > 0.0 && s <= Self::MAX_TIMEOUT_S as f64 => Ok(Duration::from_secs_f64(s)),
+            _ => Err(PoolSettingError::Timeout {
+                given: given.to_string(),
+                max: Self::MAX_TIMEOUT_S,
+            }),
+        }
+    }
+
+    /// Idle connections kept between requests.
+    fn max_idle(&self) -> usize {
+        (self.size / 2).max(1)
+    }
+}
 
 /// How long the host's own work (migrations, status) waits for a free connection.
 const HOST_WAIT: Duration = Duration::from_secs(60);
@@ -74,6 +135,7 @@ const RESET_WAIT: Duration = Duration::from_secs(5);
 const SAVEPOINT: &str = "_filerouter_statement";
 
 pub mod roles;
+pub mod tls;
 
 /// One Postgres database: how to reach it, and idle connections as each of its two roles.
 #[derive(Clone)]
@@ -97,17 +159,30 @@ struct PoolInner {
     session: &'static str,
     /// For route code's pool: how to put its role back when a login as it fails.
     repair: Option<(Arc<PoolInner>, roles::RouteRole)>,
+    /// TLS as the URL asks for it.
+    tls: tls::TlsOptions,
+    connector: tokio_postgres_rustls::MakeRustlsConnect,
+    /// How long opening a connection, and a request's wait for one, may take.
+    connect_timeout: Duration,
+    checkout_timeout: Duration,
 }
 
 /// Whether `url` is a Postgres URL (or key-value connection string) tokio-postgres can use;
 /// the message names what is wrong, never the password.
+/// The TLS options are checked too (a CA file is read).
 pub fn check_url(url: &str) -> Result<(), String> {
-    parse(url).map(|_| ()).map_err(|e| e.to_string())
+    let (_, options) = parse(url).map_err(|e| e.to_string())?;
+    options.connector().map(|_| ()).map_err(|e| e.to_string())
 }
 
-fn parse(url: &str) -> Result<tokio_postgres::Config, DbError> {
-    url.parse::<tokio_postgres::Config>()
-        .map_err(|e| DbError::Unavailable(format!("the database URL is not valid: {}", chain(&e))))
+fn parse(url: &str) -> Result<(tokio_postgres::Config, tls::TlsOptions), DbError> {
+    let invalid = |e: String| DbError::Unavailable(format!("the database URL is not valid: {e}"));
+    let (rest, options) = tls::split(url).map_err(|e| invalid(e.to_string()))?;
+    let mut config = rest
+        .parse::<tokio_postgres::Config>()
+        .map_err(|e| invalid(chain(&e)))?;
+    config.ssl_mode(options.wire_mode());
+    Ok((config, options))
 }
 
 /// `host:port/db` of a configuration.
@@ -145,15 +220,18 @@ impl Pool {
     /// The database at `url`, connected to once now as each role, its roles and the host's
     /// schema prepared ([`roles::prepare`]): a wrong URL, an unreachable server, a refused
     /// login or a role that cannot do what it must is an error at start.
-    pub async fn connect(url: &str) -> Result<Pool, DbError> {
-        let mut config = parse(url)?;
+    pub async fn connect(url: &str, settings: PoolSettings) -> Result<Pool, DbError> {
+        let (mut config, options) = parse(url)?;
         if config.get_connect_timeout().is_none() {
-            config.connect_timeout(CONNECT_TIMEOUT);
+            config.connect_timeout(settings.connect_timeout);
         }
         if config.get_application_name().is_none() {
             config.application_name("filerouter");
         }
         let target = target(&config);
+        let connector = options.connector().map_err(|e| {
+            DbError::Unavailable(format!("cannot connect to the database at {target}: {e}"))
+        })?;
         let (role, route_config) = roles::RouteRole::of(&config).map_err(|e| unavailable(&e))?;
         let owner = Arc::new(PoolInner {
             target: target.clone(),
@@ -165,8 +243,14 @@ impl Pool {
             // Nothing route code made is looked up by the host's statements.
             session: "SET search_path = pg_catalog;",
             repair: None,
+            tls: options.clone(),
+            connector: connector.clone(),
+            connect_timeout: settings.connect_timeout,
+            checkout_timeout: HOST_WAIT,
         });
-        let first = owner.connect(Instant::now() + CONNECT_TIMEOUT).await?;
+        let first = owner
+            .connect(Instant::now() + settings.connect_timeout)
+            .await?;
         roles::prepare(&first, &role)
             .await
             .map_err(|e| unavailable(&e))?;
@@ -175,13 +259,19 @@ impl Pool {
             target,
             config: route_config,
             idle: Mutex::new(Vec::new()),
-            permits: Arc::new(Semaphore::new(MAX_OPEN)),
-            max_open: MAX_OPEN,
-            max_idle: MAX_IDLE,
+            permits: Arc::new(Semaphore::new(settings.size)),
+            max_open: settings.size,
+            max_idle: settings.max_idle(),
             session: "",
             repair: Some((owner.clone(), role)),
+            tls: options,
+            connector,
+            connect_timeout: settings.connect_timeout,
+            checkout_timeout: settings.checkout_timeout,
         });
-        let first = inner.connect(Instant::now() + CONNECT_TIMEOUT).await?;
+        let first = inner
+            .connect(Instant::now() + settings.connect_timeout)
+            .await?;
         inner.idle().push(first);
         Ok(Pool { inner, owner })
     }
@@ -251,12 +341,13 @@ impl PoolInner {
             "cannot connect to the database at {} as {}: {}",
             self.target,
             self.config.get_user().unwrap_or("?"),
-            chain(e)
+            self.tls.explain(&chain(e))
         ))
     }
 
     async fn connect_once(&self, until: Instant) -> Result<Client, Refused> {
-        let connecting = self.config.connect(NoTls);
+        let until = until.min(Instant::now() + self.connect_timeout);
+        let connecting = self.config.connect(self.connector.clone());
         let (client, connection) = match tokio::time::timeout_at(until.into(), connecting).await {
             Ok(Ok(pair)) => pair,
             Ok(Err(e)) if is_login_refused(&e) => return Err(Refused::Login(e)),
@@ -264,7 +355,7 @@ impl PoolInner {
                 return Err(Refused::Other(DbError::Unavailable(format!(
                     "cannot connect to the database at {}: {}",
                     self.target,
-                    chain(&e)
+                    self.tls.explain(&chain(&e))
                 ))));
             }
             Err(_) => {
@@ -285,14 +376,23 @@ impl PoolInner {
 
     async fn checkout(self: Arc<Self>, deadline: Option<Instant>) -> Result<Connection, DbError> {
         let until = deadline.unwrap_or_else(|| Instant::now() + HOST_WAIT);
+        let wait_until = until.min(Instant::now() + self.checkout_timeout);
         let permit = match tokio::time::timeout_at(
-            until.into(),
+            wait_until.into(),
             self.permits.clone().acquire_owned(),
         )
         .await
         {
             Ok(Ok(permit)) => permit,
             Ok(Err(_)) => return Err(DbError::Unavailable("the pool is closed".into())),
+            Err(_) if wait_until < until => {
+                return Err(DbError::Limit(format!(
+                    "all {} connections to the database at {} were in use for {:.1}s (the pool's size and checkout timeout: run --db-pool-size and --db-checkout-timeout, or db_pool_size and db_checkout_timeout_s in tenants.toml)",
+                    self.max_open,
+                    self.target,
+                    self.checkout_timeout.as_secs_f64()
+                )));
+            }
             Err(_) => {
                 return Err(DbError::Limit(format!(
                     "all {} connections to the database were in use until this request's time limit",
@@ -362,7 +462,8 @@ impl PoolInner {
             // A statement may still be running: stop it, and close the connection.
             let cancel = client.cancel_token();
             drop(client);
-            let _ = tokio::time::timeout(RESET_WAIT, cancel.cancel_query(NoTls)).await;
+            let _ =
+                tokio::time::timeout(RESET_WAIT, cancel.cancel_query(self.connector.clone())).await;
             return;
         }
         if client.is_closed() {
@@ -521,8 +622,10 @@ impl Connection {
             None => {
                 if let Some(client) = &self.client {
                     let cancel = client.cancel_token();
+                    let connector = self.pool.connector.clone();
                     tokio::spawn(async move {
-                        let _ = tokio::time::timeout(RESET_WAIT, cancel.cancel_query(NoTls)).await;
+                        let _ =
+                            tokio::time::timeout(RESET_WAIT, cancel.cancel_query(connector)).await;
                     });
                 }
                 self.broken =
@@ -1444,10 +1547,27 @@ mod tests {
 
     #[test]
     fn urls_are_checked_and_described_without_the_password() {
-        let config = parse("postgres://app:s3cret@db.internal:6543/shop").unwrap();
+        let (config, tls) =
+            parse("postgres://app:s3cret@db.internal:6543/shop?sslmode=verify-full").unwrap();
         assert_eq!(target(&config), "db.internal:6543/shop");
-        let config = parse("host=/run/pg user=app").unwrap();
+        assert_eq!(tls.mode, tls::SslMode::VerifyFull);
+        assert_eq!(
+            config.get_ssl_mode(),
+            tokio_postgres::config::SslMode::Require
+        );
+        let (config, _) = parse("host=/run/pg user=app").unwrap();
         assert_eq!(target(&config), "/run/pg:5432/app");
+        assert_eq!(
+            config.get_ssl_mode(),
+            tokio_postgres::config::SslMode::Prefer
+        );
+        let error =
+            check_url("postgres://app:s3cret@db/app?sslmode=verify-full&sslrootcert=/no/ca.pem")
+                .unwrap_err();
+        assert!(
+            error.contains("/no/ca.pem") && !error.contains("s3cret"),
+            "{error}"
+        );
         let error = check_url("postgres://app:s3cret@host:notaport/db").unwrap_err();
         assert!(!error.contains("s3cret"), "{error}");
     }

@@ -31,6 +31,10 @@
 //! sent (the connection broke, or the answer came too late) may have been applied all the same
 //! (all of it or none of it, as ever).
 //!
+//! `rediss://` connects with TLS (rustls): the server's certificate must chain to the system's
+//! roots, or to those of the CA file named by the URL's `ssl_ca_certs=PATH` (redis-py's name for
+//! it), and be for the host name (or IP address) connected to.
+//!
 //! Needs Redis 6.0 or later (`SET … KEEPTTL`), a single server or a primary (not a cluster), and
 //! a `maxmemory-policy` that does not evict (`noeviction`): an evicted index would break the
 //! bounds' accounting.
@@ -315,6 +319,8 @@ pub struct RedisKv {
     prefix: String,
     /// The URL's password, as given and decoded, to scrub from error messages.
     secrets: Vec<String>,
+    /// The URL's `ssl_ca_certs`, for messages.
+    ca_file: Option<std::path::PathBuf>,
     slot: Mutex<Slot>,
 }
 
@@ -326,12 +332,33 @@ struct Slot {
 }
 
 impl RedisKv {
-    /// The store under `prefix` on the server at `url` (`redis://[user:password@]host[:port][/db]`
-    /// or `unix:///path?pass=…`). Only parses the URL: the first operation connects.
+    /// The store under `prefix` on the server at `url` (`redis://[user:password@]host[:port][/db]`,
+    /// `rediss://…[?ssl_ca_certs=PATH]` or `unix:///path?pass=…`). Only parses the URL and reads
+    /// the CA file: the first operation connects.
     pub fn new(url: &str, prefix: &str) -> Result<Self, KvError> {
         let mut secrets: Vec<String> = raw_password(url).into_iter().collect();
-        let client = Client::open(url)
-            .map_err(|e| KvError::Unavailable(scrub(&format!("bad Redis URL: {e}"), &secrets)))?;
+        let bad = |e: String| KvError::Unavailable(scrub(&format!("bad Redis URL: {e}"), &secrets));
+        let (url, ca_file) = split_ca_file(url).map_err(bad)?;
+        let client = match &ca_file {
+            None => Client::open(url.as_str()),
+            Some(path) => {
+                crate::server_tls::install_default_provider();
+                crate::server_tls::read_ca_file(path).map_err(|e| bad(e.to_string()))?;
+                let pem = std::fs::read(path)
+                    .map_err(|e| bad(format!("the CA file {}: {e}", path.display())))?;
+                Client::build_with_tls(
+                    url.as_str(),
+                    redis::TlsCertificates {
+                        client_tls: None,
+                        root_cert: Some(pem),
+                    },
+                )
+            }
+        }
+        .map_err(|e| bad(e.to_string()))?;
+        if url.starts_with("rediss://") {
+            crate::server_tls::install_default_provider();
+        }
         if let Some(password) = client.get_connection_info().redis_settings().password() {
             secrets.push(password.to_string());
         }
@@ -340,6 +367,7 @@ impl RedisKv {
             client,
             prefix: prefix.to_string(),
             secrets,
+            ca_file,
             slot: Mutex::new(Slot::default()),
         })
     }
@@ -572,7 +600,8 @@ impl RedisKv {
     }
 
     fn unavailable(&self, e: &redis::RedisError) -> KvError {
-        KvError::Unavailable(scrub(&format!("Redis: {e}"), &self.secrets))
+        let message = crate::server_tls::explain(&format!("Redis: {e}"), self.ca_file.as_deref());
+        KvError::Unavailable(scrub(&message, &self.secrets))
     }
 }
 
@@ -614,6 +643,48 @@ fn text(bytes: Vec<u8>) -> Result<String, KvError> {
 
 /// The password in `url` as written (percent-encoded): between `scheme://user:` and `@`, or a
 /// `pass=` query parameter (unix sockets).
+/// `url` without its `ssl_ca_certs=PATH` query parameter, and that path; only a `rediss://` URL
+/// may have one.
+fn split_ca_file(url: &str) -> Result<(String, Option<std::path::PathBuf>), String> {
+    const KEY: &str = "ssl_ca_certs";
+    let Some((head, query)) = url.split_once('?') else {
+        return Ok((url.to_string(), None));
+    };
+    let (query, fragment) = match query.split_once('#') {
+        Some((query, fragment)) => (query, Some(fragment)),
+        None => (query, None),
+    };
+    let mut ca_file = None;
+    let mut kept = Vec::new();
+    for pair in query.split('&') {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if percent_encoding::percent_decode_str(key).decode_utf8_lossy() == KEY {
+            let value = percent_encoding::percent_decode_str(value).decode_utf8_lossy();
+            if value.is_empty() {
+                return Err(format!(
+                    "{KEY} is empty: name a PEM file of CA certificates"
+                ));
+            }
+            ca_file = Some(std::path::PathBuf::from(value.into_owned()));
+        } else {
+            kept.push(pair);
+        }
+    }
+    if ca_file.is_some() && !url.starts_with("rediss://") {
+        return Err(format!("{KEY} is for TLS connections: use a rediss:// URL"));
+    }
+    let mut rest = head.to_string();
+    if !kept.is_empty() {
+        rest.push('?');
+        rest.push_str(&kept.join("&"));
+    }
+    if let Some(fragment) = fragment {
+        rest.push('#');
+        rest.push_str(fragment);
+    }
+    Ok((rest, ca_file))
+}
+
 fn raw_password(url: &str) -> Vec<String> {
     let mut found = Vec::new();
     if let Some((_, rest)) = url.split_once("://") {
@@ -640,4 +711,38 @@ fn scrub(message: &str, secrets: &[String]) -> String {
         .iter()
         .filter(|s| !s.is_empty())
         .fold(message.to_string(), |m, s| m.replace(s.as_str(), "***"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_ca_file;
+
+    #[test]
+    fn the_ca_file_leaves_the_url_and_only_a_tls_url_may_name_one() {
+        assert_eq!(
+            split_ca_file("rediss://:pw@cache:6380/0?ssl_ca_certs=%2Fetc%2Fca.pem&protocol=resp3")
+                .unwrap(),
+            (
+                "rediss://:pw@cache:6380/0?protocol=resp3".to_string(),
+                Some("/etc/ca.pem".into())
+            )
+        );
+        assert_eq!(
+            split_ca_file("rediss://cache/0?ssl_ca_certs=/ca.pem#insecure").unwrap(),
+            (
+                "rediss://cache/0#insecure".to_string(),
+                Some("/ca.pem".into())
+            )
+        );
+        assert_eq!(
+            split_ca_file("redis://cache:6379").unwrap(),
+            ("redis://cache:6379".to_string(), None)
+        );
+        assert!(
+            split_ca_file("redis://cache/0?ssl_ca_certs=/ca.pem")
+                .unwrap_err()
+                .contains("rediss://")
+        );
+        assert!(split_ca_file("rediss://cache/0?ssl_ca_certs=").is_err());
+    }
 }

@@ -86,6 +86,35 @@ fn adopt(conn: &Connection, legacy: &Path) -> rusqlite::Result<()> {
     moved.and(detached)
 }
 
+/// Write the entries of the kv file at `file` into the database on `into`, in the layout an
+/// earlier version kept in the SQL database's file (`_filerouter_kv`), which
+/// [`SqliteKv::open_in`] moves back into a kv file when it opens: how a backup of the SQL
+/// database carries the kv store too (`crate::db::backup`). One read transaction of `file`;
+/// returns how many entries. Blocking.
+pub fn export(file: &Path, into: &Connection) -> rusqlite::Result<i64> {
+    let Some(name) = file.to_str() else {
+        return Err(rusqlite::Error::InvalidPath(file.to_path_buf()));
+    };
+    into.execute_batch(SCHEMA)?;
+    into.execute("ATTACH DATABASE ?1 AS kvfile", [name])?;
+    let copied = into.execute_batch(
+        "BEGIN;
+         DELETE FROM main._filerouter_kv;
+         INSERT INTO main._filerouter_kv (key, value, expires_at)
+             SELECT key, value, expires_at FROM kvfile._filerouter_kv;
+         UPDATE main._filerouter_kv_stats SET
+             keys = (SELECT keys FROM kvfile._filerouter_kv_stats WHERE id = 1),
+             bytes = (SELECT bytes FROM kvfile._filerouter_kv_stats WHERE id = 1);
+         COMMIT;",
+    );
+    if copied.is_err() && !into.is_autocommit() {
+        let _ = into.execute_batch("ROLLBACK");
+    }
+    let detached = into.execute_batch("DETACH DATABASE kvfile");
+    copied.and(detached)?;
+    into.query_row("SELECT count(*) FROM _filerouter_kv", [], |r| r.get(0))
+}
+
 /// A store in one SQLite database.
 pub struct SqliteKv {
     conn: Arc<Mutex<Connection>>,

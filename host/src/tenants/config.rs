@@ -83,6 +83,9 @@ struct RawLimits {
     db_max_result_mb: Option<Spanned<u64>>,
     db_max_temp_mb: Option<Spanned<u64>>,
     db_max_memory_mb: Option<Spanned<u64>>,
+    db_pool_size: Option<Spanned<u64>>,
+    db_connect_timeout_s: Option<Spanned<f64>>,
+    db_checkout_timeout_s: Option<Spanned<f64>>,
     max_streams: Option<Spanned<u64>>,
     stream_cpu_ms: Option<Spanned<u64>>,
     stream_duration_s: Option<Spanned<f64>>,
@@ -125,6 +128,9 @@ struct RawTenant {
     db_max_result_mb: Option<Spanned<u64>>,
     db_max_temp_mb: Option<Spanned<u64>>,
     db_max_memory_mb: Option<Spanned<u64>>,
+    db_pool_size: Option<Spanned<u64>>,
+    db_connect_timeout_s: Option<Spanned<f64>>,
+    db_checkout_timeout_s: Option<Spanned<f64>>,
     max_streams: Option<Spanned<u64>>,
     stream_cpu_ms: Option<Spanned<u64>>,
     stream_duration_s: Option<Spanned<f64>>,
@@ -150,6 +156,9 @@ impl RawTenant {
             db_max_result_mb: self.db_max_result_mb.clone(),
             db_max_temp_mb: self.db_max_temp_mb.clone(),
             db_max_memory_mb: self.db_max_memory_mb.clone(),
+            db_pool_size: self.db_pool_size.clone(),
+            db_connect_timeout_s: self.db_connect_timeout_s.clone(),
+            db_checkout_timeout_s: self.db_checkout_timeout_s.clone(),
             max_streams: self.max_streams.clone(),
             stream_cpu_ms: self.stream_cpu_ms.clone(),
             stream_duration_s: self.stream_duration_s.clone(),
@@ -191,6 +200,9 @@ pub struct TenantLimits {
     pub max_body_bytes: usize,
     pub kv: crate::kv::Bounds,
     pub db: crate::db::Bounds,
+    /// Its Postgres pool (`db_pool_size`, `db_connect_timeout_s`, `db_checkout_timeout_s`),
+    /// when it has a `database_url`.
+    pub db_pool: crate::db::postgres::PoolSettings,
     /// Its streamed responses' limits (`max_streams`, `stream_cpu_ms`, `stream_duration_s`,
     /// `stream_idle_s`).
     pub stream: crate::config::StreamLimits,
@@ -208,6 +220,7 @@ impl Default for TenantLimits {
             max_body_bytes: sandbox.max_body_bytes,
             kv: crate::kv::Bounds::default(),
             db: crate::db::Bounds::default(),
+            db_pool: crate::db::postgres::PoolSettings::default(),
             stream: sandbox.stream,
         }
     }
@@ -489,6 +502,7 @@ impl TenantsConfig {
                     database_url,
                     kv_url,
                     kv_prefix,
+                    pool: limits.db_pool,
                 },
                 env,
                 env_file,
@@ -624,6 +638,19 @@ fn resolve(raw: &RawLimits, base: &TenantLimits) -> Result<TenantLimits, (Range<
     if let Some(n) = positive(&raw.db_max_memory_mb, "db_max_memory_mb")? {
         limits.db.max_memory_bytes = n.saturating_mul(MIB);
     }
+    use crate::db::postgres::PoolSettings;
+    if let Some(n) = &raw.db_pool_size {
+        limits.db_pool.size = PoolSettings::size(&n.get_ref().to_string())
+            .map_err(|e| (n.span(), format!("`db_pool_size` {e}")))?;
+    }
+    if let Some(s) = &raw.db_connect_timeout_s {
+        limits.db_pool.connect_timeout = PoolSettings::timeout(&s.get_ref().to_string())
+            .map_err(|e| (s.span(), format!("`db_connect_timeout_s` {e}")))?;
+    }
+    if let Some(s) = &raw.db_checkout_timeout_s {
+        limits.db_pool.checkout_timeout = PoolSettings::timeout(&s.get_ref().to_string())
+            .map_err(|e| (s.span(), format!("`db_checkout_timeout_s` {e}")))?;
+    }
     Ok(limits)
 }
 
@@ -686,6 +713,46 @@ mod tests {
         let b = &config.tenants[1];
         assert_eq!(b.limits.cpu, Duration::from_millis(200));
         assert!(b.hosts.is_empty());
+    }
+
+    #[test]
+    fn pool_settings_from_defaults_and_sections_and_bad_ones_name_key_and_line() {
+        let config = parse(
+            "[defaults]\ndb_pool_size = 8\n[tenant.a]\nproject = \"a\"\nhosts = [\"a.test\"]\ndb_connect_timeout_s = 2.5\ndb_checkout_timeout_s = 1\n[tenant.b]\nproject = \"b\"\nhosts = [\"b.test\"]\ndb_pool_size = 3\n",
+        )
+        .unwrap();
+        let (a, b) = (&config.tenants[0], &config.tenants[1]);
+        assert_eq!(a.servers.pool.size, 8);
+        assert_eq!(a.servers.pool.connect_timeout, Duration::from_millis(2500));
+        assert_eq!(a.servers.pool.checkout_timeout, Duration::from_secs(1));
+        assert_eq!(b.servers.pool.size, 3);
+        assert_eq!(b.servers.pool.connect_timeout, Duration::from_secs(10));
+        for (text, line, key) in [
+            (
+                "[defaults]\n\ndb_pool_size = 0\n",
+                3,
+                "`db_pool_size` must be from 1 to",
+            ),
+            (
+                "[tenant.a]\nproject = \"a\"\nhosts = [\"a.test\"]\ndb_pool_size = 100000\n",
+                4,
+                "`db_pool_size` must be from 1 to 10000, not 100000",
+            ),
+            (
+                "[tenant.a]\nproject = \"a\"\nhosts = [\"a.test\"]\ndb_checkout_timeout_s = 0\n",
+                4,
+                "`db_checkout_timeout_s` must be a number of seconds above 0",
+            ),
+            (
+                "[defaults]\ndb_connect_timeout_s = -1.0\n",
+                2,
+                "`db_connect_timeout_s`",
+            ),
+        ] {
+            let error = parse(text).unwrap_err();
+            assert_eq!(error.line, line, "{text}: {error}");
+            assert!(error.message.contains(key), "{text}: {error}");
+        }
     }
 
     #[test]

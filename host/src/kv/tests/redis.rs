@@ -488,7 +488,8 @@ async fn connecting_is_lazy_and_errors_hide_the_password() {
     for bad in [
         "http://:hunter2secret@127.0.0.1:6379",
         "redis://:hunter2secret@127.0.0.1:6379/notadb",
-        "rediss://:hunter2secret@127.0.0.1:6379",
+        "redis://:hunter2secret@127.0.0.1:6379/0?ssl_ca_certs=/etc/ca.pem",
+        "rediss://:hunter2secret@127.0.0.1:6379/0?ssl_ca_certs=/nonexistent/ca.pem",
         "not a url hunter2secret",
     ] {
         match KvStore::redis(bad, "filerouter:t:", Bounds::default()) {
@@ -499,6 +500,16 @@ async fn connecting_is_lazy_and_errors_hide_the_password() {
             Ok(_) => panic!("{bad} was taken"),
         }
     }
+
+    // TLS URLs are taken (the server's certificate is checked when it connects).
+    assert!(
+        KvStore::redis(
+            "rediss://:hunter2secret@127.0.0.1:6379/0",
+            "filerouter:t:",
+            Bounds::default()
+        )
+        .is_ok()
+    );
 
     // A server that wants a password: the wrong one is refused, without being shown.
     let Some(server) = RedisServer::start_with(&["--requirepass", "right-password"]) else {
