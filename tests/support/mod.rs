@@ -13,7 +13,7 @@ use std::{
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     sync::{
-        Arc, Mutex, Once,
+        Arc, Mutex, Once, OnceLock,
         mpsc::{self, Receiver},
     },
     time::{Duration, Instant},
@@ -22,8 +22,23 @@ use std::{
 pub use reqwest::blocking::Response;
 
 /// The binary under test.
+///
+/// A link of its own to the file cargo built, made once: tests/wheel.rs runs cargo (through
+/// maturin) while other tests start servers, and cargo replaces `target/release/filerouter`
+/// (remove, then link again) even when nothing changed, so a server started in that moment
+/// would find no file there.
 pub fn binary() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_filerouter"))
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY
+        .get_or_init(|| {
+            let built = PathBuf::from(env!("CARGO_BIN_EXE_filerouter"));
+            let own = lasting_tempdir().join("filerouter");
+            if std::fs::hard_link(&built, &own).is_err() {
+                std::fs::copy(&built, &own).expect("a copy of the filerouter binary");
+            }
+            own
+        })
+        .clone()
 }
 
 /// A temporary folder that lasts until this test binary exits, then is removed: for what a
