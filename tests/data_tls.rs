@@ -332,28 +332,32 @@ fn redis_over_tls_keeps_kv_and_a_wrong_ca_stops_the_start() {
     assert_eq!(json(server.get("/hits"))["hits"], 2);
     drop(server);
 
+    // `run` with the kv store at `url`, to its end: (exit code, output).
+    let run_with_kv = |url: &str| {
+        backends::finish(
+            &[
+                "run",
+                "--project",
+                project.path().to_str().unwrap(),
+                "--port",
+                "0",
+                "--data-dir",
+                data.path().to_str().unwrap(),
+                "--database-url",
+                &database,
+                "--kv-url",
+                url,
+            ],
+            Duration::from_secs(60),
+        )
+    };
     // The same server, and a CA that did not sign its certificate: the start stops.
     let wrong = tls.wrong_ca_file.display();
     let url = format!(
         "rediss://:{PASSWORD}@localhost:{}/0?ssl_ca_certs={wrong}",
         redis.port
     );
-    let (code, output) = backends::finish(
-        &[
-            "run",
-            "--project",
-            project.path().to_str().unwrap(),
-            "--port",
-            "0",
-            "--data-dir",
-            data.path().to_str().unwrap(),
-            "--database-url",
-            &database,
-            "--kv-url",
-            &url,
-        ],
-        Duration::from_secs(60),
-    );
+    let (code, output) = run_with_kv(&url);
     assert_ne!(code, Some(0), "{output}");
     for words in [
         &format!("rediss://:***@localhost:{}/0", redis.port),
@@ -368,22 +372,7 @@ fn redis_over_tls_keeps_kv_and_a_wrong_ca_stops_the_start() {
         "rediss://:{PASSWORD}@localhost:{}/0?ssl_ca_certs=/nonexistent/ca.pem",
         redis.port
     );
-    let (code, output) = backends::finish(
-        &[
-            "run",
-            "--project",
-            project.path().to_str().unwrap(),
-            "--port",
-            "0",
-            "--data-dir",
-            data.path().to_str().unwrap(),
-            "--database-url",
-            &database,
-            "--kv-url",
-            &url,
-        ],
-        Duration::from_secs(60),
-    );
+    let (code, output) = run_with_kv(&url);
     assert_ne!(code, Some(0), "{output}");
     assert!(output.contains("/nonexistent/ca.pem"), "{output}");
 }

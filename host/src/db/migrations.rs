@@ -83,7 +83,8 @@ impl Migration {
 
 /// The steps as `db`'s backend runs them.
 fn on_backend(db: &Database, migrations: &[Migration]) -> Vec<Migration> {
-    migrations.iter().map(|m| m.on(db.is_postgres())).collect()
+    let postgres = db.postgres().is_some();
+    migrations.iter().map(|m| m.on(postgres)).collect()
 }
 
 /// A migration file's backend, from its name: `NAME.sqlite.sql`, `NAME.postgres.sql`, or

@@ -224,11 +224,6 @@ impl Database {
         }
     }
 
-    /// Whether the database is in Postgres (else in SQLite): what SQL route code must speak.
-    pub fn is_postgres(&self) -> bool {
-        matches!(self.backend, Backend::Postgres { .. })
-    }
-
     /// The Postgres database's pool, when that is where the database is.
     pub fn postgres(&self) -> Option<&postgres::Pool> {
         match &self.backend {
@@ -308,7 +303,7 @@ pub struct Session {
 impl Session {
     /// Whether the request's database is in Postgres (else in SQLite).
     pub fn database_is_postgres(&self) -> bool {
-        self.db.is_postgres()
+        self.db.postgres().is_some()
     }
 
     /// Let the request's statements run until `deadline` instead (a request whose response
