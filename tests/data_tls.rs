@@ -21,9 +21,9 @@ use std::{
 use support::{eventually, free_port, json, remote::TestCa};
 
 /// The TLS cluster, and the CA that signed its certificate.
-struct TlsPostgres {
-    pg: Postgres,
-    ca_file: PathBuf,
+pub(crate) struct TlsPostgres {
+    pub(crate) pg: Postgres,
+    pub(crate) ca_file: PathBuf,
     /// A CA that signed nothing the servers use.
     wrong_ca_file: PathBuf,
     _files: tempfile::TempDir,
@@ -31,7 +31,7 @@ struct TlsPostgres {
 
 /// The TLS cluster, started on first use; `None` when the servers are not installed (as
 /// [`backends::servers`] decides).
-fn tls_postgres() -> Option<&'static TlsPostgres> {
+pub(crate) fn tls_postgres() -> Option<&'static TlsPostgres> {
     backends::servers()?;
     static STARTED: OnceLock<TlsPostgres> = OnceLock::new();
     Some(STARTED.get_or_init(|| {
@@ -77,7 +77,7 @@ fn tls_postgres() -> Option<&'static TlsPostgres> {
 
 impl TlsPostgres {
     /// The URL of database `name` on host `host` with these TLS options.
-    fn url(&self, name: &str, host: &str, options: &str) -> String {
+    pub(crate) fn url(&self, name: &str, host: &str, options: &str) -> String {
         format!(
             "postgres://{name}:{PASSWORD}@{host}:{}/{name}?{options}",
             self.pg.port

@@ -5,6 +5,7 @@
 
 mod support;
 
+mod alembic;
 mod backends;
 mod backups;
 mod bodies;

@@ -17,6 +17,7 @@ import preload  # noqa: F401, I001
 # Then pydantic and the packages it imports, built into the guest (bundled.py).
 import bundled  # noqa: F401, I001
 
+import alembic_history
 import describe
 import immortal
 import importing
@@ -248,6 +249,13 @@ class Guest(exports.Guest):
         project.install_route_sources(root_files)
         try:
             return lifecycle.run(dict(root_files))
+        except BaseException as exc:
+            raise Err(project.error_report(exc)) from None
+
+    def alembic(self, args, report_current):
+        _start_instance()
+        try:
+            return alembic_history.run(args, report_current)
         except BaseException as exc:
             raise Err(project.error_report(exc)) from None
 

@@ -89,6 +89,12 @@ impl Imported {
         sandbox.with_image(image.unwrap_or_else(|| self.builtin.clone()))
     }
 
+    /// `sandbox` with its instances made from the built-in guest, which sees the project's
+    /// files (the snapshots' instances see none): where `dev` runs the Alembic history.
+    pub fn builtin_layer(&self, sandbox: &Sandbox) -> Sandbox {
+        sandbox.with_image(self.builtin.clone())
+    }
+
     /// The snapshot of the packages `.packages/` holds now (whose files look as `stamp` says):
     /// the one an earlier start kept, or a new one; `None` when there are no packages.
     async fn packages_snapshot(

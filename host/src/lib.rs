@@ -12,7 +12,7 @@
 //! [`regular_file`] reads every file a project holds without trusting its kind or size. [`routes`] turns the
 //! `routes/` folder into a route table; [`project`] asks the guest what each route file
 //! defines; [`catalog`] describes the API for [`docs`]; [`data`] is the state that outlives a
-//! request ([`db`], the project's SQL database, and [`kv`], its key-value store; [`server_tls`] is their TLS to the operator's servers); [`plugins`] are the project's own WebAssembly components that route code calls;
+//! request ([`db`], the project's SQL database, and [`kv`], its key-value store; [`server_tls`] is their TLS to the operator's servers; [`alembic`] runs the project's Alembic history in the sandbox); [`plugins`] are the project's own WebAssembly components that route code calls;
 //! [`passwords`] hashes route code's passwords on the host, at native speed; [`outbound`] is
 //! route code's HTTP calls to other services, through the project's allow-list; [`environment`] gives
 //! it the settings and secrets the operator keeps outside the source;
@@ -24,6 +24,7 @@
 //! the fuzz targets in `fuzz/` and the benchmarks can reach the parsers directly.
 
 pub mod admin;
+pub mod alembic;
 pub mod app;
 pub mod cache;
 pub mod catalog;

@@ -6,8 +6,9 @@
 //! again; a broken one keeps the last good settings and reports the error. A changed plugin
 //! (a `.wasm` or `.wit` file, or its entry in `config.py`) is loaded and checked again; a
 //! broken one keeps the last good plugins and shows the error on every request until fixed.
-//! A new or changed file in `migrations/` is applied; a broken one leaves the database as it
-//! was and shows its file and line on every request until fixed. An edit of the env file (or
+//! A new or changed file in `migrations/` is applied, and so is the Alembic history (`alembic/`,
+//! `alembic.ini`: `alembic upgrade heads`) when a file of it changes; a broken one leaves the
+//! database as it was and shows its file and line on every request until fixed. An edit of the env file (or
 //! of `config.py`) reads the settings and secrets for route code again (`crate::environment`);
 //! a broken env file keeps the last good values and shows its line on every request.
 //!
@@ -24,6 +25,7 @@ use crate::{
     error_page::Failure,
     imported::Imported,
     project::Project,
+    sandbox::Sandbox,
 };
 
 /// The kind of the failure every request shows while the env file does not read.
@@ -67,7 +69,9 @@ pub fn watch(app: App, imported: Arc<Imported>) -> notify::Result<RecommendedWat
                             .is_some_and(|n| n == "config.py" || is_env_file(&n.to_string_lossy()))
                     }),
                     plugins: relevant.iter().any(|p| is_plugin_file(p)),
-                    migrations: relevant.iter().any(|p| is_migration(&root, p)),
+                    migrations: relevant
+                        .iter()
+                        .any(|p| is_migration(&root, p) || is_history(&root, p)),
                 };
                 let _ = tx.send(changed);
             }
@@ -105,6 +109,8 @@ fn is_relevant(root: &Path, path: &Path) -> bool {
         // taken again.
         Some(crate::packages::DIR) => true,
         Some(crate::db::migrations::FOLDER) => is_migration(root, path),
+        Some(crate::alembic::FOLDER) => is_alembic(path),
+        Some(crate::alembic::INI) => true,
         Some(name) => name.ends_with(".py") || is_env_file(name) || is_plugin_file(path),
         None => false,
     }
@@ -116,21 +122,66 @@ fn is_env_file(name: &str) -> bool {
     name == crate::environment::DEFAULT_FILE || name.starts_with(".env.") || name.ends_with(".env")
 }
 
+/// Whether `path` is a file of the Alembic history (or its `alembic.ini`).
+fn is_history(root: &Path, path: &Path) -> bool {
+    (path.starts_with(root.join(crate::alembic::FOLDER)) && is_alembic(path))
+        || path == root.join(crate::alembic::INI)
+}
+
+/// Whether `path` may be part of the Alembic history: not a compiled file.
+fn is_alembic(path: &Path) -> bool {
+    !path.components().any(|c| c.as_os_str() == "__pycache__")
+        && path.extension().is_none_or(|e| e != "pyc")
+}
+
 /// Whether `path` is a migration file.
 fn is_migration(root: &Path, path: &Path) -> bool {
     path.parent() == Some(&root.join(crate::db::migrations::FOLDER))
         && path.extension().is_some_and(|e| e == "sql")
 }
 
-/// Apply the project's pending migrations; the failure every request shows while one does not
-/// apply (the database keeps its last good state), or `None`.
-pub async fn migrate(root: &Path, data: &crate::data::Data) -> Option<Failure> {
-    match crate::db::migrations::apply_folder(root, &data.db).await {
+/// Apply the project's pending SQL migrations, then its Alembic history (`alembic upgrade
+/// heads`, in an instance of `sandbox`, which must start from the built-in guest with the
+/// project's files: see [`crate::alembic`]); the failure every request shows while one does
+/// not apply (the database keeps its last good state), or `None`.
+pub async fn migrate(root: &Path, sandbox: &Sandbox) -> Option<Failure> {
+    let fix = "Fix the migration: the database keeps its last good state meanwhile, and the server applies the fix by itself";
+    match crate::db::migrations::apply_folder(root, &sandbox.data().db).await {
         Ok(applied) => {
             for name in applied {
                 tracing::info!("migration {name} applied");
             }
+        }
+        Err(e) => {
+            tracing::error!("{e}");
+            return Some(Failure::simple(
+                hyper::StatusCode::INTERNAL_SERVER_ERROR,
+                MIGRATION_ERROR,
+                &e.to_string(),
+                vec![fix.into()],
+            ));
+        }
+    }
+    match crate::alembic::upgrade(root, sandbox).await {
+        Ok(Some(outcome)) => {
+            for line in outcome.output.lines().filter(|l| l.contains("Running ")) {
+                tracing::info!("alembic: {line}");
+            }
             None
+        }
+        Ok(None) => None,
+        Err(crate::alembic::AlembicError::Raised(error)) => {
+            let mut failure = Failure::from_project(&error);
+            failure.message = format!("alembic upgrade: {}: {}", error.kind, error.message);
+            failure.kind = MIGRATION_ERROR.into();
+            failure.suggestions.push(fix.into());
+            let at = match (&failure.file, failure.line) {
+                (Some(file), Some(line)) => format!("{file}:{line}"),
+                (Some(file), None) => file.clone(),
+                _ => crate::alembic::FOLDER.into(),
+            };
+            tracing::error!("{at}: {}", failure.message);
+            Some(failure)
         }
         Err(e) => {
             tracing::error!("{e}");
@@ -138,9 +189,7 @@ pub async fn migrate(root: &Path, data: &crate::data::Data) -> Option<Failure> {
                 hyper::StatusCode::INTERNAL_SERVER_ERROR,
                 MIGRATION_ERROR,
                 &e.to_string(),
-                vec![
-                    "Fix the migration: the database keeps its last good state meanwhile, and the server applies the fix by itself".into(),
-                ],
+                vec![fix.into()],
             ))
         }
     }
@@ -240,7 +289,7 @@ async fn reload(app: &App, imported: &Arc<Imported>, changed: Changed) -> bool {
         .as_ref()
         .is_some_and(|f| f.kind == MIGRATION_ERROR);
     if changed.migrations || migration_broken {
-        match migrate(&app.root, sandbox.data()).await {
+        match migrate(&app.root, &imported.builtin_layer(&sandbox)).await {
             Some(failure) if config_error.is_none() || migration_broken => {
                 config_error = Some(failure)
             }

@@ -125,6 +125,10 @@ pub struct Metadata {
     /// The project's `migrations/*.sql` at build time, which `run` checks its database against.
     #[serde(default)]
     pub migrations: Vec<crate::db::migrations::Migration>,
+    /// The heads of the project's Alembic history at build time (`None`: it keeps none), which
+    /// `run` checks its database's `alembic_version` against.
+    #[serde(default)]
+    pub alembic_heads: Option<Vec<String>>,
 }
 
 /// The contents of a cache.
@@ -371,6 +375,7 @@ mod tests {
                 routes: Vec::new(),
                 root_files: Vec::new(),
                 migrations: Vec::new(),
+                alembic_heads: None,
             },
             image: b"image bytes".repeat(100),
             plugins: Vec::new(),

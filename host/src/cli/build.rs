@@ -95,6 +95,7 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
         files,
         packages,
         migrations,
+        alembic,
     } = sources;
     // Before any route is inspected: an up-to-date build (a test session's `mode="run"`
     // client asks at every start) costs the time of reading the sources.
@@ -108,6 +109,15 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
     }
     let project = Project::load(&root, &sandbox, None, None).await;
     check(&project)?;
+    // The Alembic history's heads, which `run` checks its database against.
+    let alembic_heads = match &alembic {
+        Some(history) => Some(
+            crate::alembic::heads(&sandbox, history)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}: {e}", crate::alembic::FOLDER))?,
+        ),
+        None => None,
+    };
     eprintln!(
         "[1/4] config.py and routes/: {} route files inspected ({:.1}s)",
         project.routes.len(),
@@ -174,6 +184,7 @@ async fn build(args: BuildArgs) -> anyhow::Result<()> {
             .collect(),
         root_files: project.root_files.names().to_vec(),
         migrations,
+        alembic_heads,
     };
     let manifest = Manifest {
         format: seal::FORMAT,
@@ -399,6 +410,8 @@ struct Sources {
     /// `.packages/` files, as (path, bytes).
     packages: Vec<(String, Vec<u8>)>,
     migrations: Vec<crate::db::migrations::Migration>,
+    /// `alembic.ini` and `alembic/`, when the project keeps an Alembic history.
+    alembic: Option<crate::alembic::History>,
 }
 
 impl Sources {
@@ -408,6 +421,7 @@ impl Sources {
             files: crate::project::route_sources(&Project::routes_dir(root))?,
             packages: packages::files(root)?,
             migrations: crate::db::migrations::read(root)?,
+            alembic: crate::alembic::History::read(root)?,
         })
     }
 
@@ -425,6 +439,7 @@ impl Sources {
             files,
             packages,
             migrations,
+            alembic,
         } = self;
         let mut hasher = blake3::Hasher::new();
         hasher.update(env!("CARGO_PKG_VERSION").as_bytes());
@@ -457,6 +472,12 @@ impl Sources {
                 hasher.update(&(part.len() as u64).to_le_bytes());
                 hasher.update(part.as_bytes());
             }
+        }
+        for (path, bytes) in alembic.iter().flat_map(|h| h.files()) {
+            hasher.update(&(path.len() as u64).to_le_bytes());
+            hasher.update(path.as_bytes());
+            hasher.update(&(bytes.len() as u64).to_le_bytes());
+            hasher.update(bytes);
         }
         for (path, source) in files {
             hasher.update(&(path.len() as u64).to_le_bytes());

@@ -1,14 +1,21 @@
 //! `filerouter db migrate` and `filerouter db status`: the project's migrations against its
 //! database, from the command line (what `dev` does at start and on change, and what
-//! `run --migrate` does at start); `db backup` and `db restore` of a SQLite database
-//! ([`crate::db::backup`]), and the way to do both on Postgres.
+//! `run --migrate` does at start for the SQL ones), then its Alembic history ([`alembic`]);
+//! `db alembic`, Alembic's own command line in the sandbox; `db backup` and `db restore` of a
+//! SQLite database ([`crate::db::backup`]), and the way to do both on Postgres.
+
+use std::path::Path;
 
 use anyhow::Context;
 
-use super::{BackupArgs, DbArgs, DbCommand};
+use super::{AlembicArgs, BackupArgs, DbArgs, DbCommand};
 use crate::{
+    alembic,
     data::{self, Data},
     db::migrations,
+    project::Project,
+    sandbox::{Sandbox, engine::SandboxEngine},
+    scheduler::Scheduler,
 };
 
 pub fn run(command: DbCommand) -> anyhow::Result<()> {
@@ -16,6 +23,7 @@ pub fn run(command: DbCommand) -> anyhow::Result<()> {
         match command {
             DbCommand::Migrate(args) => migrate(args).await,
             DbCommand::Status(args) => status(args).await,
+            DbCommand::Alembic(args) => alembic_command(args).await,
             DbCommand::Backup(args) => backup(args).await,
             DbCommand::Restore(args) => restore(args).await,
         }
@@ -23,25 +31,54 @@ pub fn run(command: DbCommand) -> anyhow::Result<()> {
 }
 
 /// The project folder, its migrations and its data, opened off the async threads.
-async fn open(args: &DbArgs) -> anyhow::Result<(Vec<migrations::Migration>, Data, String)> {
+async fn open(
+    args: &DbArgs,
+) -> anyhow::Result<(std::path::PathBuf, Vec<migrations::Migration>, Data, String)> {
     let root = args
         .project
         .canonicalize()
         .with_context(|| format!("project folder {} not found", args.project.display()))?;
     let dir = data::dir(&root, args.data_dir.as_deref());
     let servers = args.servers.resolve(&root);
+    let read_root = root.clone();
     tokio::task::spawn_blocking(move || {
-        let found = migrations::read(&root)?;
+        let found = migrations::read(&read_root)?;
         let data = Data::open_with(&dir, Default::default(), Default::default(), &servers)?;
         let shown = data.db.describe();
-        Ok((found, data, shown))
+        Ok((read_root, found, data, shown))
     })
     .await
     .context("reading the migrations panicked")?
 }
 
+/// A sandbox for the project at `root` with `data`, whose instances start from the built-in
+/// guest with the project's routes and packages to import (as `dev`'s do before it takes its
+/// snapshots), under `config.py`'s limits and with the operator's values: where Alembic runs.
+async fn project_sandbox(root: &Path, data: Data) -> anyhow::Result<Sandbox> {
+    let scheduler = Scheduler::new(1);
+    let load = || async {
+        tokio::task::spawn_blocking(|| SandboxEngine::load(1))
+            .await
+            .context("engine setup panicked")?
+            .map_err(anyhow::Error::from)
+    };
+    let boot = Sandbox::new(load().await?, None, Default::default(), scheduler.tooling())?;
+    let settings = boot.load_settings(root).await?;
+    drop(boot);
+    let routes = Project::routes_dir(root);
+    let sandbox = Sandbox::with_data(
+        load().await?,
+        Some(&routes),
+        settings.limits(),
+        data,
+        scheduler.tooling(),
+    )?;
+    let environment = settings.project_environment(root).await?;
+    Ok(sandbox.with_environment(environment.environment))
+}
+
 async fn migrate(args: DbArgs) -> anyhow::Result<()> {
-    let (found, data, dir) = open(&args).await?;
+    let (root, found, data, dir) = open(&args).await?;
     let applied = migrations::apply(&data.db, &found).await?;
     for name in &applied {
         println!("applied {}/{name}", migrations::FOLDER);
@@ -51,11 +88,30 @@ async fn migrate(args: DbArgs) -> anyhow::Result<()> {
         applied.len(),
         migrations::status(&data.db, &found).await?.applied.len()
     );
+    if alembic::read(&root).await?.is_some() {
+        let sandbox = project_sandbox(&root, data).await?;
+        if let Some(outcome) = alembic::upgrade(&root, &sandbox).await? {
+            print!("{}", outcome.output);
+            println!(
+                "alembic: at {} (heads: {})",
+                shown(&outcome.current),
+                shown(&outcome.heads)
+            );
+        }
+    }
     Ok(())
 }
 
+fn shown(revisions: &[String]) -> String {
+    if revisions.is_empty() {
+        "none".into()
+    } else {
+        revisions.join(", ")
+    }
+}
+
 async fn status(args: DbArgs) -> anyhow::Result<()> {
-    let (found, data, dir) = open(&args).await?;
+    let (root, found, data, dir) = open(&args).await?;
     let status = migrations::status(&data.db, &found).await?;
     println!("database:  {dir}");
     for (name, at) in &status.applied {
@@ -71,8 +127,34 @@ async fn status(args: DbArgs) -> anyhow::Result<()> {
     for name in &status.pending {
         println!("pending:   {name}");
     }
-    if status.pending.is_empty() && status.changed.is_empty() {
+    let mut current = status.pending.is_empty() && status.changed.is_empty();
+    if alembic::read(&root).await?.is_some() {
+        let sandbox = project_sandbox(&root, data).await?;
+        if let Some(outcome) = alembic::status(&root, &sandbox).await? {
+            println!("alembic:   at {}", shown(&outcome.current));
+            println!("heads:     {}", shown(&outcome.heads));
+            if !outcome.is_current() {
+                println!("pending:   alembic upgrade to the heads (`filerouter db migrate`)");
+                current = false;
+            }
+        }
+    }
+    if current {
         println!("up to date ({} applied)", status.applied.len());
+    }
+    Ok(())
+}
+
+async fn alembic_command(args: AlembicArgs) -> anyhow::Result<()> {
+    let (root, _, data, _) = open(&args.db).await?;
+    let sandbox = project_sandbox(&root, data).await?;
+    let (outcome, written) = alembic::command(&root, &sandbox, args.args).await?;
+    print!("{}", outcome.output);
+    for file in &written {
+        println!("wrote {file}");
+    }
+    if outcome.status != 0 {
+        anyhow::bail!("alembic exited with status {}", outcome.status);
     }
     Ok(())
 }

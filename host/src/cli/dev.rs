@@ -65,7 +65,6 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     })
     .await
     .context("opening the data folder panicked")??;
-    let migration_error = reload::migrate(&root, &data).await;
     let sandbox = Sandbox::with_data(engine, Some(&routes_dir), settings.limits(), data, queue)?;
     let plugins = crate::plugins::load_in_background(&root, &settings.plugins).await?;
     let sandbox = sandbox.with_plugins(plugins.clone());
@@ -86,6 +85,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         ),
         None => None,
     };
+    // The migrations (the SQL ones, then the Alembic history), in instances of the built-in
+    // guest, which see the project's files.
+    let migration_error = reload::migrate(&root, &sandbox).await;
     // The packages imported once, before the routes are inspected in instances made from them.
     let imported = Imported::new(&root, &sandbox);
     let sandbox = imported.packages_layer(&sandbox).await;

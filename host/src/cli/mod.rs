@@ -174,16 +174,39 @@ impl RunArgs {
 /// `filerouter db ...`
 #[derive(Debug, Subcommand)]
 pub enum DbCommand {
-    /// Apply the pending migrations (migrations/*.sql, in name order, each once).
+    /// Apply the pending migrations (migrations/*.sql, in name order, each once), then the
+    /// project's Alembic history if it has one (alembic/: `alembic upgrade heads`, in the
+    /// sandbox).
     Migrate(DbArgs),
-    /// List the migrations applied and pending, and where the database is.
+    /// List the migrations applied and pending, the Alembic revisions, and where the database
+    /// is.
     Status(DbArgs),
+    /// Run Alembic's command line on the project's history in the sandbox, against the
+    /// project's database: `filerouter db alembic revision --autogenerate -m "add posts"`,
+    /// `... downgrade -1`, `... history`, `... init alembic`. What it writes (a new revision)
+    /// lands in alembic/.
+    Alembic(AlembicArgs),
     /// Copy the project's SQLite database (and its kv store) into FILE, consistent while a
     /// server writes to it. On Postgres: pg_dump (docs/guides/data.md).
     Backup(BackupArgs),
     /// Replace the project's SQLite database with the backup FILE, with the server stopped;
     /// what it replaces is kept beside it. On Postgres: pg_restore (docs/guides/data.md).
     Restore(BackupArgs),
+}
+
+/// Options of `filerouter db alembic`.
+#[derive(Debug, clap::Args)]
+pub struct AlembicArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Alembic's own arguments (`revision --autogenerate -m "..."`), after the options above.
+    #[arg(
+        value_name = "ALEMBIC_ARGS",
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        required = true
+    )]
+    pub args: Vec<String>,
 }
 
 /// Options of `filerouter db backup` and `db restore`.

@@ -58,7 +58,14 @@ async fn serve(args: RunArgs, root: PathBuf, dir: PathBuf) -> anyhow::Result<()>
         settings.logging.production_level.as_deref(),
     );
 
-    let data = open_data(&args, &root, &settings, &opened.metadata.migrations).await?;
+    let data = open_data(
+        &args,
+        &root,
+        &settings,
+        &opened.metadata.migrations,
+        opened.metadata.alembic_heads.as_deref(),
+    )
+    .await?;
     // The settings and secrets for route code, read now: the cache holds none.
     let gathered = settings.project_environment(&root).await?;
     if let Some(missing) = gathered.missing_message(false) {
@@ -132,6 +139,7 @@ async fn open_data(
     root: &std::path::Path,
     settings: &crate::config::Settings,
     migrations: &[db::migrations::Migration],
+    alembic_heads: Option<&[String]>,
 ) -> anyhow::Result<Data> {
     let dir = crate::data::dir(root, args.data_dir.as_deref());
     let servers = crate::data::Servers {
@@ -155,6 +163,11 @@ async fn open_data(
             for name in applied {
                 println!("filerouter run: applied migration {name}");
             }
+            // The Alembic history is applied by `filerouter db migrate` alone (it runs the
+            // project's Python with its files, which a build's instances do not have).
+            crate::alembic::ensure(&data.db, alembic_heads)
+                .await
+                .map_err(|e| anyhow::anyhow!("the database {shown}: {e}"))?;
             Ok(data)
         }
         Err(e @ db::migrations::MigrationError::Behind(_)) => Err(anyhow::anyhow!(

@@ -252,6 +252,56 @@ pub async fn ensure(
     Ok(Vec::new())
 }
 
+/// The revisions Alembic's `alembic_version` table (one of route code's tables, which Alembic
+/// makes on its first upgrade) says the database is at, sorted; none without the table. For
+/// `crate::alembic`, which runs Alembic itself in the sandbox.
+pub async fn alembic_versions(db: &Database) -> Result<Vec<String>, DbError> {
+    let mut versions = if let Some(pool) = db.postgres() {
+        let mut conn = pool.host().await?;
+        let found = conn
+            .host_query(
+                "SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname = 'public' AND tablename = 'alembic_version'",
+                &[],
+            )
+            .await?;
+        if found.first().and_then(|row| row.first()).cloned().flatten() != Some("1".into()) {
+            return Ok(Vec::new());
+        }
+        conn.host_query("SELECT version_num FROM public.alembic_version", &[])
+            .await?
+            .into_iter()
+            .filter_map(|row| row.into_iter().next().flatten())
+            .collect()
+    } else {
+        db.with_connection(|conn| {
+            conn.trusted(|raw| {
+                let failed = |e: rusqlite::Error| DbError::Unavailable(e.to_string());
+                let found: i64 = raw
+                    .query_row(
+                        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'alembic_version'",
+                        [],
+                        |row| row.get(0),
+                    )
+                    .map_err(failed)?;
+                if found == 0 {
+                    return Ok(Vec::new());
+                }
+                let mut stmt = raw
+                    .prepare("SELECT version_num FROM alembic_version")
+                    .map_err(failed)?;
+                let rows = stmt
+                    .query_map([], |row| row.get::<_, String>(0))
+                    .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+                    .map_err(failed)?;
+                Ok(rows)
+            })
+        })
+        .await??
+    };
+    versions.sort();
+    Ok(versions)
+}
+
 /// Where a database stands against a list of migrations.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Status {

@@ -15,7 +15,9 @@
 //! count the CPU time it uses: requests in the sandbox's own queue under the project's
 //! limits, route inspections and `config.py` in the scheduler's tooling queue under
 //! [`TOOLING_TIME`], whatever the request limits are; the project's start-up hook
-//! ([`Sandbox::startup`]) in the tooling queue too, with the request's settings and secrets.
+//! ([`Sandbox::startup`]) in the tooling queue too, with the request's settings and secrets,
+//! and so does the project's Alembic history ([`Sandbox::alembic`], under [`MIGRATION_TIME`]),
+//! whose instance alone also sees a folder the host staged for it, as `/project`.
 //! A request whose handler left background tasks answers before its call ends: the rest of the
 //! call runs on in a task of its own ([`background`]).
 //!
@@ -281,7 +283,26 @@ enum Purpose {
     /// tooling, but without files, collecting the objects to make immortal, under
     /// [`live_snapshot::SNAPSHOT_TIME`], with `watch` told where the memory is.
     Snapshot(Arc<slots::MemoryWatch>),
+    /// The project's Alembic history ([`Sandbox::alembic`]): as the start-up hook, under
+    /// [`MIGRATION_TIME`], with a folder of the host's preopened as `/project`.
+    Migration(Arc<Staged>),
 }
+
+/// A folder the host prepared for one call, which the guest sees as `/project` (the copy of
+/// the project's Alembic history that `crate::alembic` stages): read-only unless `writable`.
+#[derive(Debug)]
+pub struct Staged {
+    pub dir: PathBuf,
+    pub writable: bool,
+}
+
+/// The time limits of a run of the project's migrations (`filerouter db migrate`, `dev`'s
+/// start): an import of SQLAlchemy and Alembic from source and DDL on a large table take far
+/// longer than a request, and only the developer or the operator starts one.
+pub const MIGRATION_TIME: TimeLimits = TimeLimits {
+    cpu: Duration::from_secs(120),
+    wall: Duration::from_secs(600),
+};
 
 /// What a guest export's call returns, borrowing the call's store.
 type ExportFuture<'a, T> =
@@ -543,6 +564,37 @@ impl Sandbox {
         .await
     }
 
+    /// Run Alembic's command line (`args`, empty: only say where the database stands) on the
+    /// history staged in `staged`, against the project's data, with the operator's values.
+    /// `report_current`: also read the revisions the database is at (a build, which has no
+    /// database, asks for the heads alone). The guest's answer is JSON text (see
+    /// `guest-python/sandbox/alembic_history.py`); an `Err` names the file and line of what
+    /// raised in `env.py` or a revision.
+    pub async fn alembic(
+        &self,
+        args: Vec<String>,
+        report_current: bool,
+        staged: Staged,
+    ) -> Result<String, SandboxError> {
+        let label = match args.first() {
+            Some(command) => format!("alembic {command}"),
+            None => "alembic".into(),
+        };
+        self.call(
+            Purpose::Migration(Arc::new(staged)),
+            label,
+            move |router, store| {
+                Box::pin(async move {
+                    router
+                        .filerouter_sandbox_guest()
+                        .call_alembic(store, &args, report_current)
+                        .await
+                })
+            },
+        )
+        .await
+    }
+
     /// Import a route file in the guest and describe its handlers (or why it has none) and
     /// the project files its import loaded. An `Err` is a call that did not finish.
     /// `files`: the `.py` files under `routes/` (path relative to it, source), for an
@@ -612,6 +664,14 @@ impl Sandbox {
                 self.inner.queue.scheduler().tooling(),
                 live_snapshot::SNAPSHOT_TIME,
             ),
+            Purpose::Migration(_) => {
+                let request = self.inner.limits.time();
+                let time = TimeLimits {
+                    cpu: request.cpu.max(MIGRATION_TIME.cpu),
+                    wall: request.wall.max(MIGRATION_TIME.wall),
+                };
+                (self.inner.queue.scheduler().tooling(), time)
+            }
             Purpose::Startup => {
                 let request = self.inner.limits.time();
                 let time = TimeLimits {
@@ -622,21 +682,29 @@ impl Sandbox {
             }
         };
         let (environment, outbound) = match purpose {
-            Purpose::Request | Purpose::Startup => (
+            Purpose::Request | Purpose::Startup | Purpose::Migration(_) => (
                 self.inner.environment.clone(),
                 Some(self.inner.outbound.clone()),
             ),
             Purpose::Tooling | Purpose::Snapshot(_) => (self.inner.declared.clone(), None),
         };
-        let watch = match purpose {
-            Purpose::Snapshot(watch) => Some(watch),
-            _ => None,
+        let (watch, staged) = match purpose {
+            Purpose::Snapshot(watch) => (Some(watch), None),
+            Purpose::Migration(staged) => (None, Some(staged)),
+            _ => (None, None),
         };
         let turn = queue.turn().await.map_err(SandboxError::Busy)?;
         let inner = self.inner.clone();
         match turn
             .run(time, move |budget| {
-                inner.instantiate_and_call(budget, environment, outbound, watch, label, export)
+                inner.instantiate_and_call(
+                    budget,
+                    environment,
+                    outbound,
+                    (watch, staged),
+                    label,
+                    export,
+                )
             })
             .await
         {
@@ -674,7 +742,7 @@ impl Inner {
         budget: Budget,
         environment: Environment,
         outbound: Option<Arc<crate::outbound::Gate>>,
-        watch: Option<Arc<slots::MemoryWatch>>,
+        (watch, staged): (Option<Arc<slots::MemoryWatch>>, Option<Arc<Staged>>),
         label: String,
         export: F,
     ) -> Result<T, SandboxError>
@@ -696,6 +764,15 @@ impl Inner {
                         SandboxError::Setup(format!("open {}: {e}", packages.display()))
                     })?;
             }
+        }
+        if let Some(staged) = &staged {
+            let perms = if staged.writable {
+                FsPerms::ReadWrite
+            } else {
+                FsPerms::ReadOnly
+            };
+            wasi.preopened_dir(&staged.dir, "/project", perms)
+                .map_err(|e| SandboxError::Setup(format!("open {}: {e}", staged.dir.display())))?;
         }
         let output = output::GuestOutput::default();
         wasi.stdout(output.clone()).stderr(output.clone());

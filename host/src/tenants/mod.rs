@@ -554,6 +554,21 @@ impl Tenants {
                 }
                 Err(e) => return Err(LoadFailure::Unavailable(e.to_string())),
             }
+            // Its Alembic history, if its build has one, is applied by `filerouter db migrate`
+            // alone: a database not at the build's heads is not served.
+            let heads = opened.metadata.alembic_heads.as_deref();
+            match tokio::runtime::Handle::current()
+                .block_on(crate::alembic::ensure(&data.db, heads))
+            {
+                Ok(()) => {}
+                Err(e @ crate::alembic::AlembicError::Behind { .. }) => {
+                    return Err(LoadFailure::Refused(format!(
+                        "{e} (for it: `filerouter db migrate --project {}` with its data)",
+                        config.project.display()
+                    )));
+                }
+                Err(e) => return Err(LoadFailure::Unavailable(e.to_string())),
+            }
             // The values of the names its config.py declares: the tenant's section of the
             // tenants file, else its project's env file; never the server's environment.
             let sources = Sources {
