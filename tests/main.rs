@@ -30,6 +30,7 @@ mod layering;
 mod lifecycle;
 mod middleware;
 mod models;
+mod operations;
 mod outbound;
 mod packages;
 mod params;
