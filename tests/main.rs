@@ -18,6 +18,7 @@ mod docs;
 mod docs_site;
 mod environment;
 mod errors;
+mod fleet;
 mod handlers;
 mod hostile;
 mod hostile_admin;
