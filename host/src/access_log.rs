@@ -19,10 +19,11 @@ use crate::request_record::Record;
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
-    /// Human-readable lines.
+    // (Plain comments: doc comments here would turn `run --help` into clap's long form.)
+    // Human-readable lines.
     #[default]
     Text,
-    /// One JSON object per line, for a log collector.
+    // One JSON object per line, for a log collector.
     Json,
 }
 
