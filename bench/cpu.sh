@@ -21,7 +21,8 @@
 # every request, nothing is copied and the touched pages fault in again.
 # Then one connection at a time (wrk -t1 -c1 --latency for DURATION on the same server): the
 # latency a lone client sees, p50 and p99, which hand-offs between threads add to, beside CPU.
-# Knobs: DURATION (10s), CONNS (32), RUNS (3: the median is printed), ENDPOINTS, PREV_RESET
+# Knobs: DURATION (10s), CONNS (32), RUNS (3: the median is printed), ENDPOINTS, RUN_FLAGS
+# (more flags for this checkout's `run`, e.g. --no-access-log), PREV_RESET
 # (scan, the default: the previous binary resets slots by PAGEMAP_SCAN, as every build since
 # wasmtime 50 did; copy: by a copy, as builds before it).
 set -euo pipefail
@@ -121,8 +122,10 @@ measure() { # label command...
 
 {
   NEW="$ROOT/target/release/filerouter"
-  measure "filerouter-run" "$NEW" run --project "$OUT/filerouter-run" --port "$PORT"
-  measure "filerouter-run-copy" env FILEROUTER_PAGEMAP_SCAN=off "$NEW" run --project "$OUT/filerouter-run" --port "$PORT"
+  # shellcheck disable=SC2086 # RUN_FLAGS is a list of flags
+  measure "filerouter-run" "$NEW" run --project "$OUT/filerouter-run" --port "$PORT" ${RUN_FLAGS:-}
+  # shellcheck disable=SC2086
+  measure "filerouter-run-copy" env FILEROUTER_PAGEMAP_SCAN=off "$NEW" run --project "$OUT/filerouter-run" --port "$PORT" ${RUN_FLAGS:-}
   if [ -n "${PREV_BIN:-}" ]; then
     measure "filerouter-run-previous" "$PREV_BIN" run --project "$OUT/filerouter-run-previous" --port "$PORT"
   fi

@@ -323,7 +323,7 @@ impl Redis {
         redis
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis://:{PASSWORD}@127.0.0.1:{}/0", self.port)
     }
 

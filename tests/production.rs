@@ -188,10 +188,10 @@ fn build_then_run_serves_what_dev_serves_and_nothing_newer() {
         "{}",
         server.log()
     );
-    // Production logs warnings and errors only: no access lines.
+    // Production logs warnings and errors, and one access line per request (issue 45).
     assert!(
-        !server.log().contains("GET /users/1 200"),
-        "{}",
+        server.log_shows("GET /users/1 200"),
+        "no access line:\n{}",
         server.log()
     );
 

@@ -861,13 +861,19 @@ fn admin_endpoint_serves_metrics_and_health_and_is_not_on_the_public_port() {
         r#"filerouter_tenant_loaded{tenant="alpha"} 0"#,
         r#"filerouter_tenant_loaded{tenant="beta"} 1"#,
         r#"filerouter_tenant_loaded{tenant="gamma"} 0"#,
-        "# TYPE filerouter_request_duration_seconds summary",
+        // A histogram (the prometheus-client crate has no summaries): every request is in
+        // the last bucket.
+        "# TYPE filerouter_request_duration_seconds histogram",
+        r#"filerouter_request_duration_seconds_bucket{tenant="alpha",le="+Inf"} 5"#,
+        // The process's HTTP metrics, by tenant and route pattern.
+        r#"http_requests_total{tenant="alpha",method="GET",route="/",status="200"} 3"#,
+        r#"http_requests_total{tenant="alpha",method="GET",route="unmatched",status="404"} 1"#,
     ] {
         assert!(text.contains(line), "{line} missing from\n{text}");
     }
     for needle in [
-        r#"filerouter_request_duration_seconds{tenant="alpha",quantile="0.5"}"#,
-        r#"filerouter_request_duration_seconds{tenant="alpha",quantile="0.99"}"#,
+        r#"filerouter_request_duration_seconds_bucket{tenant="alpha",le="0.5"}"#,
+        r#"filerouter_request_duration_seconds_sum{tenant="alpha"}"#,
         "process_resident_memory_bytes",
     ] {
         assert!(text.contains(needle), "{needle} missing from\n{text}");

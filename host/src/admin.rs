@@ -1,11 +1,15 @@
-//! The admin endpoint of `filerouter run --admin ADDR`: metrics and health, on their own socket.
+//! The admin address of `filerouter run --admin ADDR` (a single project or `--tenants`):
+//! metrics, liveness and readiness, on their own socket.
 //!
-//! `GET /metrics` is Prometheus' text format (version 0.0.4): per tenant, answers by status,
-//! latency p50/p99, CPU time, queue depth, requests running, rejections, whether it is loaded,
-//! loads and failed loads; process-wide, the tenants loaded and the resident memory.
-//! `GET /healthz` answers 200 `{"status":"ok",...}` while the server runs. Nothing else is
-//! served here, and none of this is reachable on the public port: the public server never
-//! looks at these paths, and this listener never routes to a tenant.
+//! `GET /metrics` is Prometheus' text format (version 0.0.4), encoded by the
+//! `prometheus-client` crate: the process's HTTP and sandbox metrics (`crate::metrics`), its
+//! resident memory, and with tenants their own figures (`crate::tenants::metrics`).
+//! `GET /livez` answers 200 while the process runs; `GET /readyz` 200 when it is ready to
+//! serve, else 503 with why (`crate::health`: starting, draining, a backend down).
+//! `GET /healthz` answers 200 `{"status":"ok",...}` while the server runs (with tenants: how
+//! many are configured, loaded and refused). Nothing else is served here, and none of this is
+//! reachable on the public port unless `--health-path` puts readiness there: the public server
+//! never looks at these paths, and this listener never routes to a project.
 //!
 //! What a client may hold here is bounded as on the public port, with the same building blocks
 //! ([`server::Acceptor`], [`server::http1_builder`], [`WriteTimeout`]) and bounds of its own:
@@ -20,12 +24,29 @@ use hyper::{Method, Request, Response, StatusCode, body::Incoming, header, servi
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
+use prometheus_client::{
+    collector::Collector,
+    encoding::{DescriptorEncoder, EncodeMetric},
+    metrics::gauge::ConstGauge,
+    registry::Registry,
+};
+
 use crate::{
+    health::Health,
+    metrics,
     response::{self, Body},
     server,
-    tenants::{Tenants, metrics::Exposition},
+    tenants::{Tenants, metrics::Scrape},
     write_timeout::WriteTimeout,
 };
+
+/// What the admin address reports on.
+#[derive(Clone)]
+pub struct Admin {
+    pub health: Health,
+    /// With `--tenants`: theirs too.
+    pub tenants: Option<Tenants>,
+}
 
 /// Connections the admin port holds open at once (fewer with a low open-file limit: see
 /// [`server::FileBudget`], which shares the process's descriptors out and so owns the number,
@@ -53,8 +74,8 @@ pub async fn listen(address: &str) -> anyhow::Result<TcpListener> {
         .map_err(|e| anyhow::anyhow!("cannot listen on {address} for --admin: {e}"))
 }
 
-/// Serve metrics and health of `tenants` on `listener` until the process ends.
-pub fn spawn(listener: TcpListener, tenants: Tenants) {
+/// Serve metrics and health of `admin` on `listener` until the process ends.
+pub fn spawn(listener: TcpListener, admin: Admin) {
     tokio::spawn(async move {
         let cap = server::FileBudget::get().admin;
         let mut acceptor = server::Acceptor::new(
@@ -67,10 +88,10 @@ pub fn spawn(listener: TcpListener, tenants: Tenants) {
         let never = std::future::pending::<()>();
         tokio::pin!(never);
         while let Some((stream, peer, permit)) = acceptor.accept(&mut never).await {
-            let tenants = tenants.clone();
+            let admin = admin.clone();
             let service = service_fn(move |request: Request<Incoming>| {
-                let tenants = tenants.clone();
-                async move { Ok::<_, Infallible>(respond(&tenants, request, peer).await) }
+                let admin = admin.clone();
+                async move { Ok::<_, Infallible>(respond(&admin, request, peer).await) }
             });
             let stream = WriteTimeout::new(stream, WRITE_TIMEOUT);
             let connection = builder.serve_connection(TokioIo::new(stream), service);
@@ -84,11 +105,7 @@ pub fn spawn(listener: TcpListener, tenants: Tenants) {
     });
 }
 
-async fn respond(
-    tenants: &Tenants,
-    request: Request<Incoming>,
-    _peer: SocketAddr,
-) -> Response<Body> {
+async fn respond(admin: &Admin, request: Request<Incoming>, _peer: SocketAddr) -> Response<Body> {
     if !matches!(*request.method(), Method::GET | Method::HEAD) {
         return response::json(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -101,235 +118,73 @@ async fn respond(
                 .await
                 .ok()
                 .flatten();
-            let mut response = Response::new(response::full(metrics(tenants, rss)));
+            let mut scraped = Registry::default();
+            scraped.register_collector(Box::new(Process { rss }));
+            if let Some(tenants) = &admin.tenants {
+                scraped.register_collector(Box::new(Scrape(tenants.clone())));
+            }
+            let text = metrics::global().render(Some(&scraped));
+            let mut response = Response::new(response::full(text));
             response.headers_mut().insert(
                 header::CONTENT_TYPE,
-                header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+                header::HeaderValue::from_static(metrics::CONTENT_TYPE),
             );
             response
         }
+        "/livez" => response::json(StatusCode::OK, r#"{"status":"alive"}"#),
+        "/readyz" => {
+            let readiness = admin.health.readiness().await;
+            let status = if readiness.is_ready() {
+                StatusCode::OK
+            } else {
+                StatusCode::SERVICE_UNAVAILABLE
+            };
+            response::json(status, readiness.body())
+        }
         "/healthz" => {
-            let all = tenants.all();
-            let loaded = all.iter().filter(|t| t.is_loaded()).count();
-            let refused: Vec<&str> = all
-                .iter()
-                .filter(|t| t.refusal().is_some())
-                .map(|t| t.name())
-                .collect();
-            let body = serde_json::json!({
-                "status": "ok",
-                "tenants": all.len(),
-                "loaded": loaded,
-                "refused": refused,
-            });
+            let body = match &admin.tenants {
+                Some(tenants) => {
+                    let all = tenants.all();
+                    let loaded = all.iter().filter(|t| t.is_loaded()).count();
+                    let refused: Vec<&str> = all
+                        .iter()
+                        .filter(|t| t.refusal().is_some())
+                        .map(|t| t.name())
+                        .collect();
+                    serde_json::json!({
+                        "status": "ok",
+                        "tenants": all.len(),
+                        "loaded": loaded,
+                        "refused": refused,
+                    })
+                }
+                None => serde_json::json!({ "status": "ok" }),
+            };
             response::json(StatusCode::OK, body.to_string())
         }
         _ => response::json(StatusCode::NOT_FOUND, r#"{"detail":"Not Found"}"#),
     }
 }
 
-/// The metrics text.
-fn metrics(tenants: &Tenants, rss: Option<u64>) -> String {
-    let mut out = Exposition::default();
-    let all = tenants.all();
-    out.sample(
-        "filerouter_tenants",
-        "gauge",
-        "Tenants configured.",
-        &[],
-        all.len() as f64,
-    );
-    out.sample(
-        "filerouter_tenants_loaded",
-        "gauge",
-        "Tenants loaded now.",
-        &[],
-        all.iter().filter(|t| t.is_loaded()).count() as f64,
-    );
-    let slots = tenants.slot_counts();
-    for (how, count) in [
-        ("created", slots.created),
-        ("warm", slots.warm),
-        ("switched", slots.switched),
-    ] {
-        out.sample(
-            "filerouter_memory_slots_given_total",
-            "counter",
-            "Linear memories given to instances: from a new slot, from a free slot that held the tenant's image (warm), or from one switched from another tenant's.",
-            &[("slot", how)],
-            count as f64,
-        );
-    }
-    for (how, count) in [("copied", slots.copied), ("remapped", slots.remapped)] {
-        out.sample(
-            "filerouter_memory_slot_resets_total",
-            "counter",
-            "Memory slots reset after a call: written pages copied back from the image, or the image mapped afresh.",
-            &[("reset", how)],
-            count as f64,
-        );
-    }
-    out.sample(
-        "filerouter_memory_slot_pages_copied_total",
-        "counter",
-        "Pages copied back from images by memory resets.",
-        &[],
-        slots.pages_copied as f64,
-    );
-    if let Some(rss) = rss {
-        out.sample(
-            "process_resident_memory_bytes",
-            "gauge",
-            "Resident memory of the server process.",
-            &[],
-            rss as f64,
-        );
-    }
-    for tenant in &all {
-        let name = tenant.name();
-        let labels = [("tenant", name)];
-        for (status, count) in tenant.metrics.statuses() {
-            let status = status.to_string();
-            out.sample(
-                "filerouter_requests_total",
-                "counter",
-                "Requests answered, by status.",
-                &[("tenant", name), ("status", &status)],
-                count as f64,
-            );
-        }
-        let (quantiles, count, sum) = tenant.metrics.latency();
-        if let Some((p50, p99)) = quantiles {
-            out.sample(
-                "filerouter_request_duration_seconds",
-                "summary",
-                "Time to answer a request (to the response head); quantiles over the last 1 to 2 minutes.",
-                &[("tenant", name), ("quantile", "0.5")],
-                p50,
-            );
-            out.sample(
-                "filerouter_request_duration_seconds",
-                "summary",
-                "",
-                &[("tenant", name), ("quantile", "0.99")],
-                p99,
-            );
-        }
-        out.sample_suffixed(
-            "filerouter_request_duration_seconds",
-            "_count",
-            &labels,
-            count as f64,
-        );
-        out.sample_suffixed("filerouter_request_duration_seconds", "_sum", &labels, sum);
-        let queue = tenant.queue_stats();
-        out.sample(
-            "filerouter_tenant_cpu_seconds_total",
-            "counter",
-            "CPU time the tenant's requests ran in the sandbox.",
-            &labels,
-            queue.cpu.as_secs_f64(),
-        );
-        out.sample(
-            "filerouter_tenant_running",
-            "gauge",
-            "The tenant's requests running in the sandbox now.",
-            &labels,
-            queue.running as f64,
-        );
-        out.sample(
-            "filerouter_tenant_open_streams",
-            "gauge",
-            "The tenant's streamed responses and WebSockets open now (each holds a sandbox instance; at most its max_streams).",
-            &labels,
-            tenant.open_streams() as f64,
-        );
-        out.sample(
-            "filerouter_tenant_queue_depth",
-            "gauge",
-            "The tenant's requests waiting for a turn now.",
-            &labels,
-            queue.queued as f64,
-        );
-        out.sample(
-            "filerouter_tenant_rejected_total",
-            "counter",
-            "Requests turned away with 503 because the tenant's queue was full.",
-            &labels,
-            queue.rejected as f64,
-        );
-        out.sample(
-            "filerouter_tenant_loaded",
-            "gauge",
-            "1 while the tenant is loaded.",
-            &labels,
-            if tenant.is_loaded() { 1.0 } else { 0.0 },
-        );
-        out.sample(
-            "filerouter_tenant_refused",
-            "gauge",
-            "1 while the tenant is refused (its cache cannot be used, or its database is behind); it is tried again after a back-off.",
-            &labels,
-            if tenant.refusal().is_some() { 1.0 } else { 0.0 },
-        );
-        out.sample(
-            "filerouter_tenant_loads_total",
-            "counter",
-            "Times the tenant was loaded from its cache.",
-            &labels,
-            tenant
-                .metrics
-                .loads
-                .load(std::sync::atomic::Ordering::Relaxed) as f64,
-        );
-        out.sample(
-            "filerouter_tenant_load_failures_total",
-            "counter",
-            "Loads that failed: a cache that cannot be used (missing, corrupt, tampered with, wrong key), a database behind its migrations, or a load that could not be done then (out of files or memory).",
-            &labels,
-            tenant
-                .metrics
-                .load_failures
-                .load(std::sync::atomic::Ordering::Relaxed) as f64,
-        );
-        outbound_samples(&mut out, &labels, &tenant.metrics.outbound);
-    }
-    out.render()
+/// The process's own figures, read at scrape time.
+#[derive(Debug)]
+struct Process {
+    rss: Option<u64>,
 }
 
-/// A tenant's outbound calls: by how they ended, bytes received, time taken.
-fn outbound_samples(
-    out: &mut Exposition,
-    labels: &[(&str, &str)],
-    metrics: &crate::outbound::Metrics,
-) {
-    use std::sync::atomic::Ordering::Relaxed;
-    let ended = metrics.ended.lock().map(|m| m.clone()).unwrap_or_default();
-    for (how, count) in &ended {
-        let mut with = labels.to_vec();
-        with.push(("status", how.as_str()));
-        out.sample(
-            "filerouter_tenant_outbound_calls_total",
-            "counter",
-            "The tenant's outbound HTTP calls by how they ended: the response's status, or refused, invalid, limit, timeout, network, or closed (dropped before its end by the guest or with its request).",
-            &with,
-            *count as f64,
-        );
+impl Collector for Process {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        if let Some(rss) = self.rss {
+            let gauge = ConstGauge::new(rss);
+            gauge.encode(encoder.encode_descriptor(
+                "process_resident_memory_bytes",
+                "Resident memory of the server process.",
+                None,
+                gauge.metric_type(),
+            )?)?;
+        }
+        Ok(())
     }
-    out.sample(
-        "filerouter_tenant_outbound_received_bytes_total",
-        "counter",
-        "Response body bytes the tenant's outbound calls received.",
-        labels,
-        metrics.received_bytes.load(Relaxed) as f64,
-    );
-    out.sample(
-        "filerouter_tenant_outbound_seconds_total",
-        "counter",
-        "Seconds the tenant's outbound calls took together, each from its start to its body's end (divide by the calls for the mean).",
-        labels,
-        metrics.duration_us.load(Relaxed) as f64 / 1e6,
-    );
 }
 
 /// The process's resident memory, from `/proc/self/statm` (Linux).

@@ -139,6 +139,33 @@ impl Default for Data {
 }
 
 impl Data {
+    /// Whether the project's database and kv store answer now, each within `within`: a
+    /// `SELECT 1` on Postgres (SQLite is a file, always there), a read on the kv store. For
+    /// readiness probes (`crate::health`); `Err` says which did not answer, without secrets.
+    pub async fn answers(&self, within: std::time::Duration) -> Result<(), String> {
+        if let Some(pool) = self.db.postgres() {
+            let ping = async {
+                let mut connection = pool.host().await.map_err(|e| e.to_string())?;
+                connection
+                    .host_script("SELECT 1")
+                    .await
+                    .map_err(|e| e.to_string())
+            };
+            match tokio::time::timeout(within, ping).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(format!("the database does not answer: {e}")),
+                Err(_) => {
+                    return Err(format!("the database did not answer within {within:?}"));
+                }
+            }
+        }
+        match tokio::time::timeout(within, self.kv.get("filerouter-readiness")).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(format!("the kv store does not answer: {e}")),
+            Err(_) => Err(format!("the kv store did not answer within {within:?}")),
+        }
+    }
+
     /// The data in `dir` (created if missing), under these bounds. Blocking.
     pub fn open(dir: &Path, kv: kv::Bounds, db: db::Bounds) -> Result<Data, DataError> {
         Self::open_with(dir, kv, db, &Servers::default())

@@ -17,12 +17,14 @@
 //! route code's HTTP calls to other services, through the project's allow-list; [`environment`] gives
 //! it the settings and secrets the operator keeps outside the source;
 //! [`reload`] keeps it all current in `dev`, and [`imported`] keeps the project imported there in
-//! snapshots, as a build does for `run`; [`admin`] serves metrics of `run --tenants`;
+//! snapshots, as a build does for `run`; [`admin`] serves `run`'s [`metrics`] and [`health`] (readiness) on the admin address, and
+//! [`access_log`] writes a line per request from its [`request_record`];
 //! [`cli`] has one module per command.
 //!
 //! The binary (`main.rs`) is a thin entry point over [`cli`]; the library form exists so that
 //! the fuzz targets in `fuzz/` and the benchmarks can reach the parsers directly.
 
+pub mod access_log;
 pub mod admin;
 pub mod alembic;
 pub mod app;
@@ -35,10 +37,12 @@ pub mod db;
 pub mod docs;
 pub mod environment;
 pub mod error_page;
+pub mod health;
 pub mod http_checks;
 pub mod imported;
 pub mod kv;
 pub mod logging;
+pub mod metrics;
 pub mod mode;
 pub mod outbound;
 pub mod packages;
@@ -51,6 +55,7 @@ pub mod redaction;
 pub mod regular_file;
 pub mod reload;
 pub mod request_body;
+pub mod request_record;
 pub mod response;
 pub mod response_body;
 pub mod router;

@@ -192,7 +192,10 @@ pub async fn respond(
                 }
             }
         }
-        Err(SandboxError::Busy(rejected)) => busy(rejected.retry_after),
+        Err(SandboxError::Busy(rejected)) => {
+            crate::request_record::set_limit("queue");
+            busy(rejected.retry_after)
+        }
         Err(error) => fail(&sandbox_failure(&loaded, error), &info),
     }
 }
@@ -272,6 +275,8 @@ async fn decide(
 
     if let Some(found) = found {
         let route = &project.routes[found.route];
+        // Metrics and the access line name the pattern, never the path.
+        crate::request_record::set_route(Arc::from(route.path()));
         info.route_file = Some(format!("routes/{}", route.file));
         info.params = found
             .params
@@ -413,6 +418,10 @@ fn sandbox_failure(loaded: &Loaded, error: SandboxError) -> Failure {
     match error {
         SandboxError::Project(error) => Failure::from_project(&error),
         SandboxError::Timeout(overrun) => {
+            crate::request_record::set_limit(match overrun.limit {
+                Limit::Cpu => "cpu",
+                Limit::Wall => "wall",
+            });
             let hint = match overrun.limit {
                 Limit::Cpu => format!(
                     "If the work needs more CPU time, raise `sandbox = {{\"cpu_ms\": ...}}` in config.py (now {}; `timeout_s` sets both limits)",
@@ -434,6 +443,7 @@ fn sandbox_failure(loaded: &Loaded, error: SandboxError) -> Failure {
             failure
         }
         SandboxError::MemoryCap(trap) => {
+            crate::request_record::set_limit("memory");
             let limits = loaded.sandbox.limits();
             Failure::simple(
                 StatusCode::INTERNAL_SERVER_ERROR,

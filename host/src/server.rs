@@ -2,9 +2,16 @@
 //! (one project's [`router`], or the tenant its host names).
 //!
 //! HTTP/1.1 with keep-alive, via hyper, and the upgrade of a connection to a WebSocket (which
-//! `crate::sandbox::socket` then runs). One access line per request is logged at `info`.
-//! On SIGINT or SIGTERM it stops accepting, lets the requests in flight finish (up to a
-//! bound) and returns.
+//! `crate::sandbox::socket` then runs). Each request runs inside its record
+//! ([`request_record`]), which then gives its access line ([`access_log`]) and its metrics
+//! ([`metrics`]). With [`Serving::health_path`], readiness ([`health`]) is answered on this
+//! port too, before any routing.
+//!
+//! Stopping ([`Serving`]): on SIGTERM, readiness turns 503 at once and new connections are
+//! still served for the drain delay (answered with `Connection: close`, so that clients and
+//! balancers move on), so that a load balancer notices before the port closes; a second
+//! signal, or SIGINT, cuts the delay short. Then it stops accepting, lets the requests in
+//! flight finish (up to the graceful timeout) and returns.
 //!
 //! What a client may hold is bounded here ([`ServerLimits`]): open connections (past the cap,
 //! new ones wait in the kernel's backlog and the log says so once per interval), the time to
@@ -25,6 +32,10 @@
 //! ([`http1_builder`]).
 //!
 //! [`router`]: crate::router
+//! [`request_record`]: crate::request_record
+//! [`access_log`]: crate::access_log
+//! [`metrics`]: crate::metrics
+//! [`health`]: crate::health
 //! [`request_body`]: crate::request_body
 //! [`response_body`]: crate::response_body
 //! [`write_timeout`]: crate::write_timeout
@@ -49,9 +60,12 @@ use tokio::{
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
+    access_log,
     config::ServerSettings,
-    http_checks,
+    health::Health,
+    http_checks, metrics,
     request_body::BodyBudget,
+    request_record::{self, Record},
     response,
     response_body::{DEFAULT_MAX_BUFFERED_RESPONSE_BYTES, ResponseBudget},
     site::Site,
@@ -351,9 +365,21 @@ impl Acceptor {
     }
 }
 
-/// Serve `site` on `listener` until SIGINT or SIGTERM; then wait up to `drain` for the
-/// requests in flight.
-pub async fn serve(listener: TcpListener, site: Site, drain: Duration) {
+/// How a server reports its health and stops.
+#[derive(Clone, Default)]
+pub struct Serving {
+    /// Readiness, turned off on SIGTERM.
+    pub health: Health,
+    /// Answer readiness on the public port at this path too (`--health-path`).
+    pub health_path: Option<String>,
+    /// After SIGTERM, how long new connections are still served (`--drain-delay`).
+    pub drain_delay: Duration,
+    /// Then, how long the requests in flight may take to finish (`--graceful-timeout`).
+    pub graceful_timeout: Duration,
+}
+
+/// Serve `site` on `listener` until SIGINT or SIGTERM, then drain as `serving` says.
+pub async fn serve(listener: TcpListener, site: Site, serving: Serving) {
     let limits = ServerLimits::from_settings(&site.server_settings());
     log_file_budget(&limits);
     let budget = BodyBudget::new(limits.max_buffered_body_bytes)
@@ -363,8 +389,23 @@ pub async fn serve(listener: TcpListener, site: Site, drain: Duration) {
     // `GracefulShutdown` cannot watch a connection that may be upgraded to a WebSocket.)
     let connections = TaskTracker::new();
     let finish = CancellationToken::new();
-    let stop = shutdown_signal();
+    let health = serving.health.clone();
+    let drain_delay = serving.drain_delay;
+    let stop = async move {
+        let signal = shutdown_signal().await;
+        health.drain();
+        if signal == Signal::Terminate && !drain_delay.is_zero() {
+            tracing::warn!(
+                "SIGTERM: not ready from now on; serving new connections for {drain_delay:?} more"
+            );
+            tokio::select! {
+                () = tokio::time::sleep(drain_delay) => {}
+                _ = shutdown_signal() => {}
+            }
+        }
+    };
     tokio::pin!(stop);
+    let health_path: Option<Arc<str>> = serving.health_path.as_deref().map(Arc::from);
     let mut acceptor = Acceptor::new(
         listener,
         limits.max_connections,
@@ -376,26 +417,52 @@ pub async fn serve(listener: TcpListener, site: Site, drain: Duration) {
         let site = site.clone();
         let budget = budget.clone();
         let body_timeout = limits.body_timeout;
+        let health = serving.health.clone();
+        let health_path = health_path.clone();
         let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
             let site = site.clone();
             let budget = budget.clone();
+            let health = health.clone();
+            let health_path = health_path.clone();
             async move {
+                if let Some(path) = health_path.as_deref()
+                    && request.uri().path() == path
+                    && matches!(*request.method(), hyper::Method::GET | hyper::Method::HEAD)
+                {
+                    return Ok(readiness(&health).await);
+                }
                 let started = Instant::now();
+                let in_progress = metrics::global().request_started();
                 let method = request.method().clone();
                 let path = request.uri().path().to_string();
-                let response = match http_checks::check(request.version(), request.headers()) {
-                    Some(refusal) => response::json(
-                        refusal.status,
-                        serde_json::json!({ "detail": refusal.detail }).to_string(),
-                    ),
-                    None => site.respond(request, peer, &budget, body_timeout).await,
-                };
-                tracing::info!(
-                    target: "access",
-                    "{method} {path} {} {:.1}ms",
-                    response.status().as_u16(),
-                    started.elapsed().as_secs_f64() * 1000.0
+                let record = Arc::new(Record::default());
+                let mut response = request_record::scope(record.clone(), async {
+                    match http_checks::check(request.version(), request.headers()) {
+                        Some(refusal) => response::json(
+                            refusal.status,
+                            serde_json::json!({ "detail": refusal.detail }).to_string(),
+                        ),
+                        None => site.respond(request, peer, &budget, body_timeout).await,
+                    }
+                })
+                .await;
+                let status = response.status().as_u16();
+                let elapsed = started.elapsed();
+                metrics::global().request_ended(
+                    metrics::method_label(&method),
+                    status,
+                    elapsed,
+                    &record,
                 );
+                drop(in_progress);
+                access_log::write(method.as_str(), &path, status, elapsed, &record);
+                // Draining: this connection is not kept, so its client reconnects elsewhere.
+                if health.is_draining() && status != 101 {
+                    response.headers_mut().insert(
+                        hyper::header::CONNECTION,
+                        hyper::header::HeaderValue::from_static("close"),
+                    );
+                }
                 Ok::<_, Infallible>(response)
             }
         });
@@ -434,9 +501,26 @@ pub async fn serve(listener: TcpListener, site: Site, drain: Duration) {
         crate::sandbox::stream::drained().await;
         crate::sandbox::socket::drained().await;
     };
-    if tokio::time::timeout(drain, finished).await.is_err() {
-        tracing::warn!("requests still running after {drain:?}; stopping them");
+    let graceful = serving.graceful_timeout;
+    if tokio::time::timeout(graceful, finished).await.is_err() {
+        tracing::warn!("requests still running after {graceful:?}; stopping them");
     }
+}
+
+/// Readiness on the public port: 200 or 503, with why, never cached.
+async fn readiness(health: &Health) -> hyper::Response<response::Body> {
+    let readiness = health.readiness().await;
+    let status = if readiness.is_ready() {
+        hyper::StatusCode::OK
+    } else {
+        hyper::StatusCode::SERVICE_UNAVAILABLE
+    };
+    let mut answer = response::json(status, readiness.body());
+    answer.headers_mut().insert(
+        hyper::header::CACHE_CONTROL,
+        hyper::header::HeaderValue::from_static("no-store"),
+    );
+    answer
 }
 
 /// Failed accepts (out of file descriptors, say) wait longer each time, from 10 ms to 1 s,
@@ -483,8 +567,15 @@ impl AcceptBackoff {
     }
 }
 
-/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
-async fn shutdown_signal() {
+/// Which signal asked the server to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Signal {
+    Interrupt,
+    Terminate,
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM, saying which.
+async fn shutdown_signal() -> Signal {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
@@ -494,17 +585,18 @@ async fn shutdown_signal() {
                 Err(e) => {
                     tracing::warn!("cannot listen for SIGTERM: {e}");
                     let _ = interrupt.await;
-                    return;
+                    return Signal::Interrupt;
                 }
             };
         tokio::select! {
-            _ = interrupt => {}
-            _ = terminate.recv() => {}
+            _ = interrupt => Signal::Interrupt,
+            _ = terminate.recv() => Signal::Terminate,
         }
     }
     #[cfg(not(unix))]
     {
         let _ = interrupt.await;
+        Signal::Interrupt
     }
 }
 

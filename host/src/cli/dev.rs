@@ -154,12 +154,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         statistics.total_routes,
         Mode::Development.name()
     );
-    server::serve(
-        listener,
-        Site::Project(app),
-        std::time::Duration::from_secs(5),
-    )
-    .await;
+    let serving = server::Serving {
+        graceful_timeout: std::time::Duration::from_secs(5),
+        ..Default::default()
+    };
+    serving.health.loaded();
+    server::serve(listener, Site::Project(app), serving).await;
     Ok(())
 }
 

@@ -145,10 +145,48 @@ pub struct RunArgs {
     /// [default: filerouter:p:NAME: with the project folder's name].
     #[arg(long, value_name = "PREFIX", conflicts_with = "tenants")]
     pub kv_prefix: Option<String>,
-    /// With --tenants: serve Prometheus metrics (/metrics) and health (/healthz) on ADDR
-    /// (host:port), apart from the public port.
-    #[arg(long, value_name = "ADDR", requires = "tenants")]
+    /// Serve Prometheus metrics (/metrics), liveness (/livez), readiness (/readyz) and
+    /// health (/healthz) on ADDR (host:port), apart from the public port.
+    #[arg(long, value_name = "ADDR")]
     pub admin: Option<String>,
+    /// Answer readiness on the public port too, at PATH (/healthz, say): 200 when ready, 503
+    /// while starting, draining or a backend is down. Never routed to the project.
+    #[arg(long, value_name = "PATH", value_parser = health_path)]
+    pub health_path: Option<String>,
+    /// After SIGTERM, keep serving new connections this long, readiness already 503, so that
+    /// a load balancer stops sending first [default: 0].
+    #[arg(long, value_name = "SECONDS", value_parser = seconds)]
+    pub drain_delay: Option<std::time::Duration>,
+    /// Then, how long the requests in flight may take to finish before they are stopped
+    /// [default: the longest wall_s of the sandbox limits, at most 30, plus 1].
+    #[arg(long, value_name = "SECONDS", value_parser = seconds)]
+    pub graceful_timeout: Option<std::time::Duration>,
+    /// How log lines are written: text, or one JSON object per line.
+    #[arg(long, value_name = "FORMAT", default_value = "text")]
+    pub log_format: crate::access_log::LogFormat,
+    /// No access line per request (they are on by default, at info level).
+    #[arg(long)]
+    pub no_access_log: bool,
+}
+
+/// `--health-path`: an absolute path without a query.
+fn health_path(given: &str) -> Result<String, String> {
+    if given.starts_with('/') && !given.contains(['?', '#', ' ']) {
+        Ok(given.to_string())
+    } else {
+        Err("a path starting with / (such as /healthz), without ? or #".into())
+    }
+}
+
+/// A number of seconds (a decimal fraction allowed), at most an hour.
+fn seconds(given: &str) -> Result<std::time::Duration, String> {
+    let value: f64 = given
+        .parse()
+        .map_err(|_| format!("{given:?} is not a number of seconds"))?;
+    if !(0.0..=3600.0).contains(&value) {
+        return Err(format!("{given} is not between 0 and 3600 seconds"));
+    }
+    std::time::Duration::try_from_secs_f64(value).map_err(|e| e.to_string())
 }
 
 fn pool_size(given: &str) -> Result<usize, String> {

@@ -22,7 +22,9 @@ use crate::{
     cache::CacheKey,
     config::ServerSettings,
     data::Data,
-    db, logging,
+    db,
+    health::Health,
+    logging,
     mode::Mode,
     sandbox::engine::SandboxEngine,
     scheduler::{self, Scheduler},
@@ -53,10 +55,15 @@ async fn serve(args: RunArgs, root: PathBuf, dir: PathBuf) -> anyhow::Result<()>
             .await
             .context("reading the cache panicked")??;
     let settings = opened.metadata.settings.clone();
-    logging::init(
+    logging::init_with(
         Mode::Production,
         settings.logging.production_level.as_deref(),
+        args.log_format,
+        !args.no_access_log,
     );
+    // The admin address answers from now on: /readyz is 503 until the project is loaded.
+    let health = Health::default();
+    let admin_address = start_admin(&args, &health, None).await?;
 
     let data = open_data(
         &args,
@@ -66,6 +73,11 @@ async fn serve(args: RunArgs, root: PathBuf, dir: PathBuf) -> anyhow::Result<()>
         opened.metadata.alembic_heads.as_deref(),
     )
     .await?;
+    let probe = data.clone();
+    health.check_backends(move || {
+        let data = probe.clone();
+        async move { data.answers(crate::health::BACKEND_TIMEOUT).await }
+    });
     // The settings and secrets for route code, read now: the cache holds none.
     let gathered = settings.project_environment(&root).await?;
     if let Some(missing) = gathered.missing_message(false) {
@@ -115,9 +127,10 @@ async fn serve(args: RunArgs, root: PathBuf, dir: PathBuf) -> anyhow::Result<()>
     }
     drop(current);
 
-    let listener = super::listen(&settings.server, args.host, args.port).await?;
+    let listener = super::listen(&settings.server, args.host.clone(), args.port).await?;
     let address = listener.local_addr().context("no local address")?;
     let drain = settings.limits().wall.min(Duration::from_secs(30)) + Duration::from_secs(1);
+    let serving = serving(&args, health, drain);
     // The counts /docs shows: routes (one per route file), handlers (one per path and method).
     let handlers = loaded.app.current().catalog.statistics.total_routes;
     println!(
@@ -126,9 +139,52 @@ async fn serve(args: RunArgs, root: PathBuf, dir: PathBuf) -> anyhow::Result<()>
         Mode::Production.name(),
         loaded.created_at
     );
-    server::serve(listener, Site::Project(loaded.app), drain).await;
+    announce_admin(admin_address);
+    serving.health.loaded();
+    server::serve(listener, Site::Project(loaded.app), serving).await;
     println!("filerouter run: stopped");
     Ok(())
+}
+
+/// How the server reports its health and stops: the flags, else `graceful` (the longest wall
+/// limit, at most 30 s, plus 1 s) and no drain delay.
+fn serving(args: &RunArgs, health: Health, graceful: Duration) -> server::Serving {
+    server::Serving {
+        health,
+        health_path: args.health_path.clone(),
+        drain_delay: args.drain_delay.unwrap_or_default(),
+        graceful_timeout: args.graceful_timeout.unwrap_or(graceful),
+    }
+}
+
+/// Listen on `--admin`, if given, and serve metrics and health there; the address listened on.
+async fn start_admin(
+    args: &RunArgs,
+    health: &Health,
+    tenants: Option<Tenants>,
+) -> anyhow::Result<Option<std::net::SocketAddr>> {
+    let Some(address) = &args.admin else {
+        return Ok(None);
+    };
+    let listener = admin::listen(address).await?;
+    let address = listener.local_addr().context("no local address")?;
+    admin::spawn(
+        listener,
+        admin::Admin {
+            health: health.clone(),
+            tenants,
+        },
+    );
+    Ok(Some(address))
+}
+
+/// Say where the admin address listens, after the banner (which names the public port first).
+fn announce_admin(address: Option<std::net::SocketAddr>) {
+    if let Some(address) = address {
+        println!(
+            "filerouter run: admin endpoint at http://{address}/metrics and /livez, /readyz, /healthz"
+        );
+    }
 }
 
 /// The project's data (its `--data-dir`, or the servers the operator names), checked against
@@ -193,7 +249,7 @@ async fn serve_tenants(args: RunArgs, file: PathBuf) -> anyhow::Result<()> {
     let config = tokio::task::spawn_blocking(move || TenantsConfig::load(&checked))
         .await
         .context("reading the tenants file panicked")??;
-    logging::init(Mode::Production, None);
+    logging::init_with(Mode::Production, None, args.log_format, !args.no_access_log);
     let key = CacheKey::from_env()?;
     let workers = args
         .workers
@@ -229,24 +285,21 @@ async fn serve_tenants(args: RunArgs, file: PathBuf) -> anyhow::Result<()> {
     }
     let tenants = Tenants::new(engine, scheduler, &file, config, key);
 
-    let listener = super::listen(&ServerSettings::default(), args.host, args.port).await?;
+    let listener = super::listen(&ServerSettings::default(), args.host.clone(), args.port).await?;
     let address = listener.local_addr().context("no local address")?;
-    let admin = match &args.admin {
-        Some(address) => Some(admin::listen(address).await?),
-        None => None,
-    };
+    // Tenants load on their first request: the process is ready once it serves.
+    let health = Health::default();
+    let admin_address = start_admin(&args, &health, Some(tenants.clone())).await?;
     println!(
         "filerouter run: serving {count} tenants from {} at http://{address} (mode: {}, workers: {workers})",
         file.display(),
         Mode::Production.name(),
     );
-    if let Some(listener) = admin {
-        let address = listener.local_addr().context("no local address")?;
-        println!("filerouter run: admin endpoint at http://{address}/metrics and /healthz");
-        admin::spawn(listener, tenants.clone());
-    }
+    announce_admin(admin_address);
     tenants::watch::spawn(tenants.clone());
-    server::serve(listener, Site::Tenants(tenants), drain).await;
+    let serving = serving(&args, health, drain);
+    serving.health.loaded();
+    server::serve(listener, Site::Tenants(tenants), serving).await;
     println!("filerouter run: stopped");
     Ok(())
 }

@@ -132,12 +132,14 @@ impl sql::Host for CallState {
         params: sql::Params,
         begin: Option<String>,
     ) -> wasmtime::Result<Result<sql::Outcome, sql::Error>> {
+        let started = std::time::Instant::now();
         let done = self
             .db
             .execute(connection, statement, from_params(params), begin)
             .await
             .map(outcome)
             .map_err(error);
+        crate::metrics::database_statement(started.elapsed());
         self.within_budget(done)
     }
 
@@ -149,12 +151,14 @@ impl sql::Host for CallState {
         begin: Option<String>,
     ) -> wasmtime::Result<Result<sql::Outcome, sql::Error>> {
         let params = params.into_iter().map(from_params).collect();
+        let started = std::time::Instant::now();
         let done = self
             .db
             .execute_many(connection, statement, params, begin)
             .await
             .map(outcome)
             .map_err(error);
+        crate::metrics::database_statement(started.elapsed());
         self.within_budget(done)
     }
 
@@ -163,12 +167,14 @@ impl sql::Host for CallState {
         connection: u32,
         script: String,
     ) -> wasmtime::Result<Result<sql::Outcome, sql::Error>> {
+        let started = std::time::Instant::now();
         let done = self
             .db
             .execute_script(connection, script)
             .await
             .map(outcome)
             .map_err(error);
+        crate::metrics::database_statement(started.elapsed());
         self.within_budget(done)
     }
 

@@ -210,6 +210,17 @@ impl Meter {
         self.charge(self.cpu_done.load(Relaxed) + self.host_cpu.load(Relaxed));
     }
 
+    /// CPU the call used in finished polls and in host work (what another thread can know).
+    pub(crate) fn spent(&self) -> Duration {
+        Duration::from_nanos(self.cpu_done.load(Relaxed) + self.host_cpu.load(Relaxed))
+    }
+
+    /// CPU the call used so far, the running poll included: exact on the polling thread
+    /// during a poll, so all of it when asked at the end of the call's last poll.
+    pub(crate) fn spent_in_poll(&self) -> Duration {
+        Duration::from_nanos(self.cpu_in_poll() + self.host_cpu.load(Relaxed))
+    }
+
     /// CPU used so far; exact on the polling thread during a poll.
     fn cpu_in_poll(&self) -> u64 {
         self.cpu_done.load(Relaxed) + thread_cpu_ns().saturating_sub(self.poll_start.load(Relaxed))

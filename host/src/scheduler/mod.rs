@@ -536,7 +536,9 @@ impl Queue {
             queue: self,
             waiter,
         };
+        let waiting = std::time::Instant::now();
         let turn = rx.await;
+        crate::request_record::add_queue_wait(waiting.elapsed());
         drop(place);
         turn.map_err(|_| Rejected {
             retry_after: Duration::from_secs(1),
@@ -642,21 +644,30 @@ impl Turn {
         let (tx, mut rx) = oneshot::channel();
         let seq = self.seq;
         let turn = self;
+        let spent_by = meter.clone();
         let task = threads.spawn(meter.clone(), seq, async move {
             let output = future.await;
-            let _ = tx.send(output);
+            // On the guest thread, in the call's last poll: all the CPU it used.
+            let spent = spent_by.spent_in_poll();
+            let _ = tx.send((output, spent));
             drop(turn);
         });
         let _cancel = CancelOnDrop(task.clone());
         loop {
             let left = meter.wall_left();
             if left.is_zero() {
+                crate::request_record::add_cpu(meter.spent());
                 meter.trip(Limit::Wall, meter.wall());
                 task.cancel();
                 return Err(meter.overrun().map_or(Stopped::Lost, Stopped::Overrun));
             }
             tokio::select! {
-                output = &mut rx => return output.map_err(|_| Stopped::Lost),
+                output = &mut rx => {
+                    let (output, spent) = output.map_err(|_| Stopped::Lost)?;
+                    // The request's record (`crate::request_record`): what its call used.
+                    crate::request_record::add_cpu(spent);
+                    return Ok(output);
+                }
                 () = tokio::time::sleep(left) => {}
             }
         }

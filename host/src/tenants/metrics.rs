@@ -1,59 +1,53 @@
-//! Per-tenant request statistics, and their rendering in Prometheus' text format for `--admin`.
+//! Per-tenant figures for `run --tenants --admin`, in the `prometheus-client` crate's types.
 //!
-//! Counted here: answers by status, request latency (p50 and p99 over a sliding window of one to
-//! two minutes, from an HDR histogram), loads and refusals. The scheduler's own per-queue figures
-//! (CPU time, queue depth, running, rejections) are read from it when rendering. Nothing here is
-//! on a request's critical path beyond one short lock.
+//! Counted as requests end ([`TenantMetrics::record`]): answers by status and a histogram of
+//! request latency, and, as they happen, loads and failed loads. Read at scrape time by
+//! [`Scrape`], a collector: those, the scheduler's per-queue figures (CPU time, queue depth,
+//! running, rejections), whether each tenant is loaded or refused, its outbound calls, and
+//! the process-wide memory slot counts. Nothing here is on a request's critical path beyond
+//! one read-locked map look-up and a few atomic additions. Not here: the process's HTTP and
+//! sandbox metrics (`crate::metrics`), serving them (`crate::admin`).
 
 use std::{
     collections::BTreeMap,
-    fmt::Write,
     sync::{Mutex, atomic::AtomicU64},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
-use hdrhistogram::Histogram;
+use prometheus_client::{
+    collector::Collector,
+    encoding::{DescriptorEncoder, EncodeCounterValue, EncodeGaugeValue, EncodeMetric},
+    metrics::{
+        MetricType,
+        counter::{ConstCounter, Counter},
+        gauge::ConstGauge,
+        histogram::Histogram,
+    },
+};
 
-/// How long one latency window lasts; quantiles cover the current and the previous window.
-const WINDOW: Duration = Duration::from_secs(60);
+use super::Tenants;
+
+/// Request latency buckets, in seconds (Python's Prometheus clients' defaults).
+const LATENCY_BUCKETS: [f64; 14] = [
+    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+];
 
 /// One tenant's statistics; kept across reloads and reconfiguration of the tenant.
 pub struct TenantMetrics {
-    statuses: Mutex<BTreeMap<u16, u64>>,
-    latency: Mutex<Windows>,
+    /// Answers by status: a handful of statuses, so a small locked map.
+    statuses: Mutex<BTreeMap<u16, Counter>>,
+    latency: Histogram,
     pub loads: AtomicU64,
     pub load_failures: AtomicU64,
     /// Its route code's outbound HTTP calls (`crate::outbound`).
     pub outbound: std::sync::Arc<crate::outbound::Metrics>,
 }
 
-struct Windows {
-    started: Instant,
-    current: Histogram<u64>,
-    previous: Histogram<u64>,
-    /// Since the start, for `_count` and `_sum`.
-    count: u64,
-    sum_us: u64,
-}
-
-fn histogram() -> Histogram<u64> {
-    // Microseconds from 1 µs to one hour, 2 significant digits: about 10 KiB.
-    Histogram::new_with_bounds(1, 3_600_000_000, 2).unwrap_or_else(|_| {
-        Histogram::new(2).unwrap_or_else(|_| unreachable!("2 significant digits is valid"))
-    })
-}
-
 impl Default for TenantMetrics {
     fn default() -> Self {
         Self {
             statuses: Mutex::new(BTreeMap::new()),
-            latency: Mutex::new(Windows {
-                started: Instant::now(),
-                current: histogram(),
-                previous: histogram(),
-                count: 0,
-                sum_us: 0,
-            }),
+            latency: Histogram::new(LATENCY_BUCKETS),
             loads: AtomicU64::new(0),
             load_failures: AtomicU64::new(0),
             outbound: Default::default(),
@@ -64,20 +58,13 @@ impl Default for TenantMetrics {
 impl TenantMetrics {
     /// Count one answered request.
     pub fn record(&self, status: u16, elapsed: Duration) {
-        *self
-            .statuses
+        self.statuses
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .entry(status)
-            .or_default() += 1;
-        let us = u64::try_from(elapsed.as_micros())
-            .unwrap_or(u64::MAX)
-            .max(1);
-        let mut windows = self.latency.lock().unwrap_or_else(|e| e.into_inner());
-        windows.rotate();
-        windows.current.saturating_record(us);
-        windows.count += 1;
-        windows.sum_us = windows.sum_us.saturating_add(us);
+            .or_default()
+            .inc();
+        self.latency.observe(elapsed.as_secs_f64());
     }
 
     /// Answers by status so far.
@@ -85,114 +72,255 @@ impl TenantMetrics {
         self.statuses
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
-    /// (p50, p99) over the recent window, in seconds, and (count, sum in seconds) since the start.
-    pub fn latency(&self) -> (Option<(f64, f64)>, u64, f64) {
-        let mut windows = self.latency.lock().unwrap_or_else(|e| e.into_inner());
-        windows.rotate();
-        let mut both = windows.current.clone();
-        let _ = both.add(&windows.previous);
-        let quantiles = (!both.is_empty()).then(|| {
-            (
-                both.value_at_quantile(0.5) as f64 / 1e6,
-                both.value_at_quantile(0.99) as f64 / 1e6,
-            )
-        });
-        (quantiles, windows.count, windows.sum_us as f64 / 1e6)
+            .iter()
+            .map(|(status, count)| (*status, count.get()))
+            .collect()
     }
 }
 
-impl Windows {
-    fn rotate(&mut self) {
-        let age = self.started.elapsed();
-        if age >= WINDOW * 2 {
-            self.previous.reset();
-            self.current.reset();
-            self.started = Instant::now();
-        } else if age >= WINDOW {
-            std::mem::swap(&mut self.previous, &mut self.current);
-            self.current.reset();
-            self.started += WINDOW;
-        }
+/// The tenants' figures, read when `/metrics` is scraped.
+pub struct Scrape(pub Tenants);
+
+impl std::fmt::Debug for Scrape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Scrape")
     }
 }
 
-/// Builds the Prometheus text exposition: each metric family once, with HELP and TYPE.
-#[derive(Default)]
-pub struct Exposition {
-    families: BTreeMap<&'static str, (&'static str, &'static str, String)>,
+/// Writes one family after another: a descriptor, then its samples.
+struct Families<'a, 'b> {
+    encoder: &'a mut DescriptorEncoder<'b>,
 }
 
-impl Exposition {
-    /// Add one sample of family `name` (`kind`: counter, gauge, summary) with `labels`.
-    pub fn sample(
+type Labels<'a> = Vec<(&'static str, &'a str)>;
+
+impl Families<'_, '_> {
+    /// Family `name` (without `_total`), of `kind`, with one sample per entry of `samples`.
+    fn family<'s, M: EncodeMetric>(
         &mut self,
-        name: &'static str,
-        kind: &'static str,
-        help: &'static str,
-        labels: &[(&str, &str)],
-        value: f64,
-    ) {
-        let family = self
-            .families
-            .entry(name)
-            .or_insert_with(|| (kind, help, String::new()));
-        let sample_name = name;
-        let _ = write!(family.2, "{sample_name}");
-        write_labels(&mut family.2, labels);
-        let _ = writeln!(family.2, " {}", number(value));
+        name: &str,
+        help: &str,
+        kind: MetricType,
+        samples: impl IntoIterator<Item = (Labels<'s>, M)>,
+    ) -> Result<(), std::fmt::Error> {
+        let mut metric = self.encoder.encode_descriptor(name, help, None, kind)?;
+        for (labels, value) in samples {
+            value.encode(metric.encode_family(&labels)?)?;
+        }
+        Ok(())
     }
 
-    /// Add a sample under a suffixed name of family `name` (`_count`, `_sum` of a summary).
-    pub fn sample_suffixed(
+    fn counters<'s, N: EncodeCounterValue + std::fmt::Debug + Send + Sync>(
         &mut self,
-        name: &'static str,
-        suffix: &str,
-        labels: &[(&str, &str)],
-        value: f64,
-    ) {
-        if let Some(family) = self.families.get_mut(name) {
-            let _ = write!(family.2, "{name}{suffix}");
-            write_labels(&mut family.2, labels);
-            let _ = writeln!(family.2, " {}", number(value));
-        }
+        name: &str,
+        help: &str,
+        samples: impl IntoIterator<Item = (Labels<'s>, N)>,
+    ) -> Result<(), std::fmt::Error> {
+        self.family(
+            name,
+            help,
+            MetricType::Counter,
+            samples.into_iter().map(|(l, v)| (l, ConstCounter::new(v))),
+        )
     }
 
-    pub fn render(self) -> String {
-        let mut out = String::new();
-        for (name, (kind, help, samples)) in self.families {
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} {kind}");
-            out.push_str(&samples);
-        }
-        out
+    fn gauges<'s, N: EncodeGaugeValue + std::fmt::Debug + Send + Sync>(
+        &mut self,
+        name: &str,
+        help: &str,
+        samples: impl IntoIterator<Item = (Labels<'s>, N)>,
+    ) -> Result<(), std::fmt::Error> {
+        self.family(
+            name,
+            help,
+            MetricType::Gauge,
+            samples.into_iter().map(|(l, v)| (l, ConstGauge::new(v))),
+        )
     }
 }
 
-fn write_labels(out: &mut String, labels: &[(&str, &str)]) {
-    if labels.is_empty() {
-        return;
-    }
-    out.push('{');
-    for (i, (key, value)) in labels.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        let escaped = value
-            .replace('\\', "\\\\")
-            .replace('"', "\\\"")
-            .replace('\n', "\\n");
-        let _ = write!(out, "{key}=\"{escaped}\"");
-    }
-    out.push('}');
-}
+impl Collector for Scrape {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let all = self.0.all();
+        let mut out = Families {
+            encoder: &mut encoder,
+        };
+        out.gauges(
+            "filerouter_tenants",
+            "Tenants configured.",
+            [(vec![], all.len() as u64)],
+        )?;
+        out.gauges(
+            "filerouter_tenants_loaded",
+            "Tenants loaded now.",
+            [(vec![], all.iter().filter(|t| t.is_loaded()).count() as u64)],
+        )?;
+        let slots = self.0.slot_counts();
+        out.counters(
+            "filerouter_memory_slots_given",
+            "Linear memories given to instances: from a new slot, from a free slot that held the tenant's image (warm), or from one switched from another tenant's.",
+            [
+                (vec![("slot", "created")], slots.created),
+                (vec![("slot", "warm")], slots.warm),
+                (vec![("slot", "switched")], slots.switched),
+            ],
+        )?;
+        out.counters(
+            "filerouter_memory_slot_resets",
+            "Memory slots reset after a call: written pages copied back from the image, or the image mapped afresh.",
+            [
+                (vec![("reset", "copied")], slots.copied),
+                (vec![("reset", "remapped")], slots.remapped),
+            ],
+        )?;
+        out.counters(
+            "filerouter_memory_slot_pages_copied",
+            "Pages copied back from images by memory resets.",
+            [(vec![], slots.pages_copied)],
+        )?;
 
-fn number(value: f64) -> String {
-    if value.fract() == 0.0 && value.abs() < 1e15 {
-        format!("{}", value as i64)
-    } else {
-        format!("{value}")
+        let statuses: Vec<(String, Vec<(String, u64)>)> = all
+            .iter()
+            .map(|t| {
+                let by_status = t
+                    .metrics
+                    .statuses()
+                    .into_iter()
+                    .map(|(status, n)| (status.to_string(), n))
+                    .collect();
+                (t.name().to_string(), by_status)
+            })
+            .collect();
+        out.counters(
+            "filerouter_requests",
+            "Requests answered, by tenant and status.",
+            statuses.iter().flat_map(|(tenant, by_status)| {
+                by_status.iter().map(move |(status, n)| {
+                    (
+                        vec![("tenant", tenant.as_str()), ("status", status.as_str())],
+                        *n,
+                    )
+                })
+            }),
+        )?;
+        out.family(
+            "filerouter_request_duration_seconds",
+            "Time to answer a request (to the response head), by tenant.",
+            MetricType::Histogram,
+            all.iter()
+                .map(|t| (vec![("tenant", t.name())], t.metrics.latency.clone())),
+        )?;
+        let queues: Vec<_> = all.iter().map(|t| (t.name(), t.queue_stats())).collect();
+        out.counters(
+            "filerouter_tenant_cpu_seconds",
+            "CPU time the tenant's requests ran in the sandbox.",
+            queues
+                .iter()
+                .map(|(name, q)| (vec![("tenant", *name)], q.cpu.as_secs_f64())),
+        )?;
+        out.gauges(
+            "filerouter_tenant_running",
+            "The tenant's requests running in the sandbox now.",
+            queues
+                .iter()
+                .map(|(name, q)| (vec![("tenant", *name)], q.running as u64)),
+        )?;
+        out.gauges(
+            "filerouter_tenant_open_streams",
+            "The tenant's streamed responses and WebSockets open now (each holds a sandbox instance; at most its max_streams).",
+            all.iter()
+                .map(|t| (vec![("tenant", t.name())], t.open_streams() as u64)),
+        )?;
+        out.gauges(
+            "filerouter_tenant_queue_depth",
+            "The tenant's requests waiting for a turn now.",
+            queues
+                .iter()
+                .map(|(name, q)| (vec![("tenant", *name)], q.queued as u64)),
+        )?;
+        out.counters(
+            "filerouter_tenant_rejected",
+            "Requests turned away with 503 because the tenant's queue was full.",
+            queues
+                .iter()
+                .map(|(name, q)| (vec![("tenant", *name)], q.rejected)),
+        )?;
+        out.gauges(
+            "filerouter_tenant_loaded",
+            "1 while the tenant is loaded.",
+            all.iter()
+                .map(|t| (vec![("tenant", t.name())], u64::from(t.is_loaded()))),
+        )?;
+        out.gauges(
+            "filerouter_tenant_refused",
+            "1 while the tenant is refused (its cache cannot be used, or its database is behind); it is tried again after a back-off.",
+            all.iter().map(|t| {
+                (
+                    vec![("tenant", t.name())],
+                    u64::from(t.refusal().is_some()),
+                )
+            }),
+        )?;
+        out.counters(
+            "filerouter_tenant_loads",
+            "Times the tenant was loaded from its cache.",
+            all.iter()
+                .map(|t| (vec![("tenant", t.name())], t.metrics.loads.load(Relaxed))),
+        )?;
+        out.counters(
+            "filerouter_tenant_load_failures",
+            "Loads that failed: a cache that cannot be used (missing, corrupt, tampered with, wrong key), a database behind its migrations, or a load that could not be done then (out of files or memory).",
+            all.iter().map(|t| {
+                (
+                    vec![("tenant", t.name())],
+                    t.metrics.load_failures.load(Relaxed),
+                )
+            }),
+        )?;
+        // Outbound calls: by how they ended, bytes received, time taken.
+        let ended: Vec<(&str, Vec<(String, u64)>)> = all
+            .iter()
+            .map(|t| {
+                let ended = t
+                    .metrics
+                    .outbound
+                    .ended
+                    .lock()
+                    .map(|m| m.iter().map(|(k, v)| (k.to_string(), *v)).collect())
+                    .unwrap_or_default();
+                (t.name(), ended)
+            })
+            .collect();
+        out.counters(
+            "filerouter_tenant_outbound_calls",
+            "The tenant's outbound HTTP calls by how they ended: the response's status, or refused, invalid, limit, timeout, network, or closed (dropped before its end by the guest or with its request).",
+            ended.iter().flat_map(|(tenant, ended)| {
+                ended.iter().map(move |(how, n)| {
+                    (vec![("tenant", *tenant), ("status", how.as_str())], *n)
+                })
+            }),
+        )?;
+        out.counters(
+            "filerouter_tenant_outbound_received_bytes",
+            "Response body bytes the tenant's outbound calls received.",
+            all.iter().map(|t| {
+                (
+                    vec![("tenant", t.name())],
+                    t.metrics.outbound.received_bytes.load(Relaxed),
+                )
+            }),
+        )?;
+        out.counters(
+            "filerouter_tenant_outbound_seconds",
+            "Seconds the tenant's outbound calls took together, each from its start to its body's end (divide by the calls for the mean).",
+            all.iter().map(|t| {
+                (
+                    vec![("tenant", t.name())],
+                    t.metrics.outbound.duration_us.load(Relaxed) as f64 / 1e6,
+                )
+            }),
+        )?;
+        Ok(())
     }
 }

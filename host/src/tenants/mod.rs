@@ -429,6 +429,7 @@ impl Tenants {
             request.headers_mut().insert(header::HOST, value);
         }
         let started = Instant::now();
+        crate::request_record::set_tenant(Arc::from(tenant.name()));
         tenant.last_used.store(self.now_ms(), Ordering::Relaxed);
         let span = tenant.span.clone();
         let response = match self.version(&tenant).instrument(span.clone()).await {
