@@ -265,30 +265,44 @@ impl History {
     }
 }
 
-/// Run Alembic with `args` on `history` (staged read-only) in `sandbox`.
-async fn run(
+/// Stage `history`, run Alembic's command line with `args` on it in `sandbox`, and parse what
+/// the guest answered: the one way every caller runs Alembic. The staged folder is handed back
+/// (it is removed when dropped) so that a `writable` run's files can be copied back.
+async fn call(
     sandbox: &Sandbox,
     history: &History,
     args: Vec<String>,
     report_current: bool,
-) -> Result<Outcome, AlembicError> {
+    writable: bool,
+) -> Result<(Outcome, tempfile::TempDir), AlembicError> {
     let staged = {
         let history = history.clone();
         blocking(move || history.stage()).await?
     };
-    let command = args.first().cloned().unwrap_or_default();
     let answer = sandbox
         .alembic(
             args,
             report_current,
             Staged {
                 dir: staged.path().to_path_buf(),
-                writable: false,
+                writable,
             },
         )
         .await?;
-    drop(staged);
-    let outcome = parse(&answer)?;
+    let outcome = serde_json::from_str(&answer).map_err(|e| AlembicError::Answer(e.to_string()))?;
+    Ok((outcome, staged))
+}
+
+/// Run Alembic with `args` on `history` (staged read-only) in `sandbox`; a command Alembic
+/// refuses is an error.
+async fn run(
+    sandbox: &Sandbox,
+    history: &History,
+    args: Vec<String>,
+    report_current: bool,
+) -> Result<Outcome, AlembicError> {
+    let command = args.first().cloned().unwrap_or_default();
+    let (outcome, _) = call(sandbox, history, args, report_current, false).await?;
     if outcome.status != 0 {
         return Err(AlembicError::Refused {
             command,
@@ -296,10 +310,6 @@ async fn run(
         });
     }
     Ok(outcome)
-}
-
-fn parse(answer: &str) -> Result<Outcome, AlembicError> {
-    serde_json::from_str(answer).map_err(|e| AlembicError::Answer(e.to_string()))
 }
 
 async fn blocking<T: Send + 'static>(
@@ -310,37 +320,29 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| AlembicError::Folder(format!("reading the history panicked: {e}")))?
 }
 
-/// The history of the project at `root`, read off the async threads.
+/// The history of the project at `root` (`None`: it has none), read off the async threads.
+/// Read it once and hand it to [`upgrade`], [`status`] or [`heads`].
 pub async fn read(root: &Path) -> Result<Option<History>, AlembicError> {
     let root = root.to_path_buf();
     blocking(move || History::read(&root)).await
 }
 
-/// Bring the database to the history's heads (`alembic upgrade heads`), if the project at
-/// `root` has a history; `sandbox` must start its instances from the built-in guest with the
-/// project's files (`dev`'s, before its snapshots; `filerouter db`'s). What Alembic printed,
-/// or `None` without a history.
-pub async fn upgrade(root: &Path, sandbox: &Sandbox) -> Result<Option<Outcome>, AlembicError> {
-    let Some(history) = read(root).await? else {
-        return Ok(None);
-    };
-    let outcome = run(
+/// Bring the database to `history`'s heads (`alembic upgrade heads`); `sandbox` must start its
+/// instances from the built-in guest with the project's files (`dev`'s, before its snapshots;
+/// `filerouter db`'s). What Alembic printed, and where the database ends up.
+pub async fn upgrade(sandbox: &Sandbox, history: &History) -> Result<Outcome, AlembicError> {
+    run(
         sandbox,
-        &history,
+        history,
         vec!["upgrade".into(), "heads".into()],
         true,
     )
-    .await?;
-    Ok(Some(outcome))
+    .await
 }
 
-/// Where the database stands against the history of the project at `root` (`None`: it has
-/// none).
-pub async fn status(root: &Path, sandbox: &Sandbox) -> Result<Option<Outcome>, AlembicError> {
-    let Some(history) = read(root).await? else {
-        return Ok(None);
-    };
-    Ok(Some(run(sandbox, &history, Vec::new(), true).await?))
+/// Where the database stands against `history`.
+pub async fn status(sandbox: &Sandbox, history: &History) -> Result<Outcome, AlembicError> {
+    run(sandbox, history, Vec::new(), true).await
 }
 
 /// The heads of `history`, for a build to record. Needs no database.
@@ -385,21 +387,7 @@ pub async fn command(
         })
         .await?
     };
-    let staged = {
-        let history = history.clone();
-        blocking(move || history.stage()).await?
-    };
-    let answer = sandbox
-        .alembic(
-            args,
-            true,
-            Staged {
-                dir: staged.path().to_path_buf(),
-                writable: true,
-            },
-        )
-        .await?;
-    let outcome = parse(&answer)?;
+    let (outcome, staged) = call(sandbox, &history, args, true, true).await?;
     let written = {
         let root = root.to_path_buf();
         blocking(move || write_back(&root, &history, staged.path())).await?

@@ -162,14 +162,18 @@ pub async fn migrate(root: &Path, sandbox: &Sandbox) -> Option<Failure> {
             ));
         }
     }
-    match crate::alembic::upgrade(root, sandbox).await {
-        Ok(Some(outcome)) => {
+    let upgraded = match crate::alembic::read(root).await {
+        Ok(Some(history)) => crate::alembic::upgrade(sandbox, &history).await,
+        Ok(None) => return None,
+        Err(e) => Err(e),
+    };
+    match upgraded {
+        Ok(outcome) => {
             for line in outcome.output.lines().filter(|l| l.contains("Running ")) {
                 tracing::info!("alembic: {line}");
             }
             None
         }
-        Ok(None) => None,
         Err(crate::alembic::AlembicError::Raised(error)) => {
             let mut failure = Failure::from_project(&error);
             failure.message = format!("alembic upgrade: {}: {}", error.kind, error.message);
@@ -185,12 +189,22 @@ pub async fn migrate(root: &Path, sandbox: &Sandbox) -> Option<Failure> {
         }
         Err(e) => {
             tracing::error!("{e}");
-            Some(Failure::simple(
+            let mut failure = Failure::simple(
                 hyper::StatusCode::INTERNAL_SERVER_ERROR,
                 MIGRATION_ERROR,
                 &e.to_string(),
                 vec![fix.into()],
-            ))
+            );
+            // A file of the history that cannot be read (a link out, a FIFO, a giant): named
+            // for the page's editor link, relative to the project as route files are.
+            if let crate::alembic::AlembicError::Read(error) = &e {
+                failure.file = error
+                    .path()
+                    .strip_prefix(root)
+                    .ok()
+                    .map(|p| p.to_string_lossy().into_owned());
+            }
+            Some(failure)
         }
     }
 }

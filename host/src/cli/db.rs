@@ -88,16 +88,15 @@ async fn migrate(args: DbArgs) -> anyhow::Result<()> {
         applied.len(),
         migrations::status(&data.db, &found).await?.applied.len()
     );
-    if alembic::read(&root).await?.is_some() {
+    if let Some(history) = alembic::read(&root).await? {
         let sandbox = project_sandbox(&root, data).await?;
-        if let Some(outcome) = alembic::upgrade(&root, &sandbox).await? {
-            print!("{}", outcome.output);
-            println!(
-                "alembic: at {} (heads: {})",
-                shown(&outcome.current),
-                shown(&outcome.heads)
-            );
-        }
+        let outcome = alembic::upgrade(&sandbox, &history).await?;
+        print!("{}", outcome.output);
+        println!(
+            "alembic: at {} (heads: {})",
+            shown(&outcome.current),
+            shown(&outcome.heads)
+        );
     }
     Ok(())
 }
@@ -128,15 +127,14 @@ async fn status(args: DbArgs) -> anyhow::Result<()> {
         println!("pending:   {name}");
     }
     let mut current = status.pending.is_empty() && status.changed.is_empty();
-    if alembic::read(&root).await?.is_some() {
+    if let Some(history) = alembic::read(&root).await? {
         let sandbox = project_sandbox(&root, data).await?;
-        if let Some(outcome) = alembic::status(&root, &sandbox).await? {
-            println!("alembic:   at {}", shown(&outcome.current));
-            println!("heads:     {}", shown(&outcome.heads));
-            if !outcome.is_current() {
-                println!("pending:   alembic upgrade to the heads (`filerouter db migrate`)");
-                current = false;
-            }
+        let outcome = alembic::status(&sandbox, &history).await?;
+        println!("alembic:   at {}", shown(&outcome.current));
+        println!("heads:     {}", shown(&outcome.heads));
+        if !outcome.is_current() {
+            println!("pending:   alembic upgrade to the heads (`filerouter db migrate`)");
+            current = false;
         }
     }
     if current {
