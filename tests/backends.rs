@@ -739,7 +739,7 @@ fn two_run_processes_share_one_database_and_kv_store() {
         assert_eq!(response.status().as_u16(), status, "{how}");
     }
     assert!(
-        eventually(Duration::from_secs(5), || posts(&b)["count"] == 51),
+        eventually(Duration::from_secs(20), || posts(&b)["count"] == 51),
         "{}",
         posts(&b)
     );

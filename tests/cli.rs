@@ -88,7 +88,7 @@ fn dev_banner_shows_url_mode_and_reload_state() {
     );
     assert_eq!(server.get("/").status(), 200);
     assert!(
-        eventually(Duration::from_secs(5), || server
+        eventually(Duration::from_secs(20), || server
             .log()
             .contains("GET / 200")),
         "no access line:\n{}",
@@ -160,21 +160,22 @@ fn hot_reload_picks_up_edits_additions_and_removals() {
         "routes/index.py",
         "def GET(request):\n    return {'v': 2}\n",
     );
-    assert!(eventually(Duration::from_secs(5), || json(server.get("/"))
-        == json!({"v": 2})));
+    assert!(eventually(Duration::from_secs(20), || json(
+        server.get("/")
+    ) == json!({"v": 2})));
 
     project.write(
         "routes/new/[id]/route.py",
         "def GET(request, id: int):\n    return {'id': id}\n",
     );
-    assert!(eventually(Duration::from_secs(5), || server
+    assert!(eventually(Duration::from_secs(20), || server
         .get("/new/3")
         .status()
         == 200));
     assert_eq!(json(server.get("/new/3")), json!({"id": 3}));
 
     project.remove("routes/gone/route.py");
-    assert!(eventually(Duration::from_secs(5), || server
+    assert!(eventually(Duration::from_secs(20), || server
         .get("/gone")
         .status()
         == 404));
@@ -185,7 +186,7 @@ fn hot_reload_picks_up_edits_additions_and_removals() {
         "def POST(request):\n    return {'posted': True}\n",
     );
     // Editors write in steps (truncate, then write): wait for the final state.
-    assert!(eventually(Duration::from_secs(5), || {
+    assert!(eventually(Duration::from_secs(20), || {
         server.get("/").status() == 405
             && server.request("POST", "/").send().unwrap().status() == 200
     }));
@@ -196,7 +197,7 @@ fn hot_reload_picks_up_edits_additions_and_removals() {
 
     // A broken edit affects only its file, and recovers when fixed.
     project.write("routes/index.py", "def POST(request:\n");
-    assert!(eventually(Duration::from_secs(5), || server
+    assert!(eventually(Duration::from_secs(20), || server
         .request("POST", "/")
         .send()
         .unwrap()
@@ -207,7 +208,7 @@ fn hot_reload_picks_up_edits_additions_and_removals() {
         "routes/index.py",
         "def GET(request):\n    return {'v': 3}\n",
     );
-    assert!(eventually(Duration::from_secs(5), || server
+    assert!(eventually(Duration::from_secs(20), || server
         .get("/")
         .status()
         == 200));
@@ -302,12 +303,12 @@ fn scan_errors_recover_when_fixed() {
         "routes/a/route.py",
         "def GET(request):\n    return {'a': 2}\n",
     );
-    assert!(eventually(Duration::from_secs(5), || server
+    assert!(eventually(Duration::from_secs(20), || server
         .get("/b")
         .status()
         == 500));
     project.remove("routes/a/index.py");
-    assert!(eventually(Duration::from_secs(5), || server
+    assert!(eventually(Duration::from_secs(20), || server
         .get("/b")
         .status()
         == 200));
@@ -335,17 +336,17 @@ fn config_edits_apply_without_restart() {
     };
     assert_eq!(post(200), 413);
     project.write("config.py", "sandbox = {'max_body_bytes': 1000}\n");
-    assert!(eventually(Duration::from_secs(5), || post(200) == 200));
+    assert!(eventually(Duration::from_secs(20), || post(200) == 200));
     // A broken edit answers every request with the error, naming config.py and the line...
     project.write("config.py", "sandbox = {'max_body_bytes': \n");
-    assert!(eventually(Duration::from_secs(5), || post(200) == 500));
+    assert!(eventually(Duration::from_secs(20), || post(200) == 500));
     let body = server.get("/upload").text().unwrap();
     assert!(body.contains("config.py"), "{body}");
     assert!(body.contains("\"line\":1"), "{body}");
     assert!(server.log_shows("config.py:1"), "{}", server.log());
     // ...and the fix is picked up without a restart.
     project.write("config.py", "sandbox = {'max_body_bytes': 1000}\n");
-    assert!(eventually(Duration::from_secs(5), || post(200) == 200));
+    assert!(eventually(Duration::from_secs(20), || post(200) == 200));
     assert_eq!(post(2000), 413);
 }
 

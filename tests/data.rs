@@ -779,7 +779,7 @@ fn each_tenant_has_its_own_database_and_migrations_are_applied_only_when_asked()
     // c's database is behind the build's migrations and its section does not say migrate.
     assert_eq!(on("c.test", "GET", "/count").status(), 503);
     assert!(
-        eventually(Duration::from_secs(5), || server.log().contains(
+        eventually(Duration::from_secs(20), || server.log().contains(
             "the database is behind the build's migrations (1 pending: 0001_posts.sql)"
         )),
         "{}",

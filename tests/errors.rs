@@ -307,7 +307,7 @@ fn config_errors_name_config_py_and_the_line() {
         "config.py",
         "debug = True\nsandbox = {'memory_mb': 'lots'}\n",
     );
-    assert!(eventually(Duration::from_secs(5), || server
+    assert!(eventually(Duration::from_secs(20), || server
         .get("/")
         .status()
         == 500));
@@ -384,7 +384,7 @@ fn the_page_reloads_after_a_fix_and_the_terminal_shows_the_error_once() {
         "routes/fix/route.py",
         "def GET(request):\n    return {'n': 1}\n",
     );
-    assert!(eventually(Duration::from_secs(5), || {
+    assert!(eventually(Duration::from_secs(20), || {
         server
             .get("/_filerouter/reload")
             .text()

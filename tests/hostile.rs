@@ -249,7 +249,7 @@ fn slow_and_idle_connections_are_closed_and_connections_are_capped() {
         "a fifth connection was served past max_connections = 4"
     );
     assert!(
-        eventually(Duration::from_secs(5), || server
+        eventually(Duration::from_secs(20), || server
             .log()
             .contains("connection limit reached")),
         "{}",

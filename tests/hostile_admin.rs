@@ -144,7 +144,7 @@ fn admin_connections_beyond_the_cap_wait_and_hold_no_descriptors() {
         "only {during} admin connections were accepted"
     );
     assert!(
-        eventually(Duration::from_secs(5), || server
+        eventually(Duration::from_secs(20), || server
             .log()
             .contains("admin connection limit reached")),
         "{}",
@@ -159,7 +159,7 @@ fn admin_connections_beyond_the_cap_wait_and_hold_no_descriptors() {
         server.log()
     );
     assert!(
-        eventually(Duration::from_secs(5), || sockets(pid) <= before + 1),
+        eventually(Duration::from_secs(20), || sockets(pid) <= before + 1),
         "{} sockets, {before} before",
         sockets(pid)
     );

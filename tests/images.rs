@@ -275,7 +275,7 @@ fn tenants_refuse_another_tenants_image_on_every_load() {
             "with {what} under B's name"
         );
         assert!(
-            eventually(Duration::from_secs(5), || refusals(
+            eventually(Duration::from_secs(20), || refusals(
                 &server,
                 &b_file,
                 "substituted or damaged"

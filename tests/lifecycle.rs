@@ -517,7 +517,7 @@ fn run_tenants_runs_each_tenants_startup_when_it_loads_and_refuses_one_that_fail
     assert_eq!(json(get("good.test")), json!({"seeded": 1}));
     assert_eq!(get("bad.test").status(), 503);
     assert!(
-        eventually(Duration::from_secs(5), || server.log().contains(
+        eventually(Duration::from_secs(20), || server.log().contains(
             "startup.py:2: StartupError: startup() raised RuntimeError: no admin user"
         )),
         "{}",

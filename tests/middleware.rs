@@ -368,7 +368,7 @@ fn the_example_api_project_works_as_its_readme_says() {
     assert_eq!(missing["detail"], "Not Found");
     assert_eq!(missing["path"], "/nope");
     // The middleware's log line reaches the server's output.
-    assert!(eventually(Duration::from_secs(5), || server
+    assert!(eventually(Duration::from_secs(20), || server
         .log()
         .contains("POST /items -> 201")));
 }

@@ -199,7 +199,7 @@ fn a_route_calls_an_allowed_https_service_and_gets_its_json() {
     assert_eq!(got["status"], 200, "{got}");
     // The dev log shows each call: method, origin, status, time; never the path or query.
     assert!(
-        support::eventually(Duration::from_secs(5), || server
+        support::eventually(Duration::from_secs(20), || server
             .log_shows(&format!("outbound POST https://localhost:{p} 200"))),
         "{}",
         server.log()
@@ -711,7 +711,7 @@ fn a_tenant_cannot_use_another_tenants_allowance() {
     // The call dropped with its request counts as closed (its task may take a moment to end).
     let closed = "filerouter_tenant_outbound_calls_total{tenant=\"a\",status=\"closed\"} 1";
     assert!(
-        support::eventually(Duration::from_secs(5), || {
+        support::eventually(Duration::from_secs(20), || {
             support::admin::client(Duration::from_secs(10))
                 .get(format!("http://{admin}/metrics"))
                 .send()

@@ -463,7 +463,7 @@ fn requirements_are_resolved_for_the_sandbox_not_the_host() {
     let server = Server::run(&project, &[]);
     assert_eq!(server.get("/broken").status(), 500);
     assert!(
-        eventually(Duration::from_secs(5), || server.log().contains("Nowhere")),
+        eventually(Duration::from_secs(20), || server.log().contains("Nowhere")),
         "{}",
         server.log()
     );

@@ -179,7 +179,7 @@ fn build_then_run_serves_what_dev_serves_and_nothing_newer() {
     assert_eq!(page, r#"{"detail":"Internal Server Error"}"#);
     // The operator finds the traceback in the log under the id.
     assert!(
-        support::eventually(Duration::from_secs(5), || {
+        support::eventually(Duration::from_secs(20), || {
             let log = server.log();
             log.contains(&id)
                 && log.contains("RuntimeError")

@@ -219,7 +219,7 @@ fn a_runaway_loop_gets_504_while_others_are_served() {
     // and the browser's error page, which says where to raise the limit.
     assert_eq!(json(response), json!({"detail": "Handler timed out"}));
     assert!(
-        support::eventually(Duration::from_secs(5), || server.log().contains("cpu_ms")),
+        support::eventually(Duration::from_secs(20), || server.log().contains("cpu_ms")),
         "{}",
         server.log()
     );

@@ -97,7 +97,7 @@ fn a_runaway_loop_is_stopped_by_the_cpu_limit_with_the_plain_504_body() {
     assert!(page.contains("CPU time"), "{page}");
     assert!(page.contains("cpu_ms"), "{page}");
     assert!(
-        support::eventually(Duration::from_secs(5), || server
+        support::eventually(Duration::from_secs(20), || server
             .log()
             .contains("of CPU time")),
         "{}",
@@ -143,7 +143,7 @@ fn a_handler_blocked_in_a_host_call_is_stopped_by_the_wall_cap() {
         );
     }
     assert!(
-        support::eventually(Duration::from_secs(5), || server
+        support::eventually(Duration::from_secs(20), || server
             .log()
             .contains("wall-clock limit")),
         "{}",

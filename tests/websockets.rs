@@ -474,7 +474,8 @@ fn hostile_frames_close_the_connection_with_the_right_code_and_the_server_serves
     // Every handler saw its connection end (its `finally` ran), and the server serves on.
     for tag in ["big", "fragments", "utf8", "unmasked", "pings"] {
         assert!(
-            eventually(Duration::from_secs(5), || kv_value(&server, tag) == "ended"),
+            eventually(Duration::from_secs(20), || kv_value(&server, tag)
+                == "ended"),
             "{tag}: {}",
             server.log()
         );
@@ -540,7 +541,7 @@ sandbox = {"max_streams": 2}"#,
     // Gone while the handler sleeps: its instance is dropped a second later, and its place in
     // the cap of open sockets is free again.
     let socket = connect(&server, "/sleeper");
-    assert!(eventually(Duration::from_secs(5), || kv_value(
+    assert!(eventually(Duration::from_secs(20), || kv_value(
         &server, "sleeper"
     ) == "started"));
     let mut second = connect(&server, "/echo?tag=second");
@@ -552,7 +553,7 @@ sandbox = {"max_streams": 2}"#,
     let gone = Instant::now();
     drop(socket);
     assert!(
-        eventually(Duration::from_secs(5), || try_connect(
+        eventually(Duration::from_secs(20), || try_connect(
             &server,
             "/echo?tag=third",
             &[]
@@ -789,7 +790,7 @@ fn under_run_tenants_each_tenants_sockets_count_against_its_own_cap() {
     assert_eq!(text(&mut b), "from b");
     a.close(None).expect("close");
     let _ = close_code(&mut a);
-    assert!(eventually(Duration::from_secs(5), || open("a.test").is_ok()));
+    assert!(eventually(Duration::from_secs(20), || open("a.test").is_ok()));
 }
 
 #[test]

@@ -303,7 +303,7 @@ impl Server {
     /// Whether the log shows `text` within 5 s: a request's log lines (its access line, an
     /// error noted as its answer is sent) may land just after the client has the answer.
     pub fn log_shows(&self, text: &str) -> bool {
-        eventually(Duration::from_secs(5), || self.log().contains(text))
+        eventually(Duration::from_secs(20), || self.log().contains(text))
     }
 
     /// `filerouter run` on `project`'s build cache, on a free port.
@@ -478,4 +478,16 @@ impl Server {
         command.args(args);
         Server::launch(command, env, wait)
     }
+}
+
+/// utime + stime of process `pid` (its threads' included): CPU a test can bound where a busy
+/// machine would stretch wall time.
+pub fn process_cpu(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // SAFETY: sysconf is always safe to call.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    Duration::from_millis(ticks * 1000 / hz)
 }
