@@ -24,7 +24,10 @@
 # Knobs: DURATION (10s), CONNS (32), RUNS (3: the median is printed), ENDPOINTS, RUN_FLAGS
 # (more flags for this checkout's `run`, e.g. --no-access-log), PREV_RESET
 # (scan, the default: the previous binary resets slots by PAGEMAP_SCAN, as every build since
-# wasmtime 50 did; copy: by a copy, as builds before it).
+# wasmtime 50 did; copy: by a copy, as builds before it), TRACES=1 (a row
+# filerouter-run-traced: this checkout's `run` exporting its spans over OTLP/HTTP to a local
+# sink, bench/otlp_sink.py, whose own CPU is not counted), PEERS=0 (leave out the -copy row and
+# FastAPI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
@@ -35,7 +38,7 @@ ENDPOINTS="${ENDPOINTS:-/users/42 /}"
 PORT=8760
 CORES="$(nproc)"
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
-if [ ! -x bench/.venv/bin/uvicorn ]; then
+if [ "${PEERS:-1}" != 0 ] && [ ! -x bench/.venv/bin/uvicorn ]; then
   python3 -m venv bench/.venv
   bench/.venv/bin/pip install --quiet --disable-pip-version-check -r bench/peer/requirements.txt
 fi
@@ -43,7 +46,12 @@ cargo build --release --quiet
 export FILEROUTER_CACHE_DIR="${FILEROUTER_CACHE_DIR:-$ROOT/target/filerouter-cache}"
 OUT="$(mktemp -d)"
 SERVER=""
-cleanup() { [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null; rm -rf "$OUT"; }
+SINK=""
+cleanup() {
+  [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null
+  [ -n "$SINK" ] && kill "$SINK" 2>/dev/null
+  rm -rf "$OUT"
+}
 trap cleanup EXIT
 
 # A build cache of examples/hello for each filerouter binary (their formats may differ).
@@ -124,15 +132,27 @@ measure() { # label command...
   NEW="$ROOT/target/release/filerouter"
   # shellcheck disable=SC2086 # RUN_FLAGS is a list of flags
   measure "filerouter-run" "$NEW" run --project "$OUT/filerouter-run" --port "$PORT" ${RUN_FLAGS:-}
-  # shellcheck disable=SC2086
-  measure "filerouter-run-copy" env FILEROUTER_PAGEMAP_SCAN=off "$NEW" run --project "$OUT/filerouter-run" --port "$PORT" ${RUN_FLAGS:-}
+  if [ "${TRACES:-0}" = 1 ]; then
+    python3 bench/otlp_sink.py $((PORT + 1)) &
+    SINK=$!
+    # shellcheck disable=SC2086
+    measure "filerouter-run-traced" env OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$((PORT + 1))" \
+      OTEL_SERVICE_NAME=bench "$NEW" run --project "$OUT/filerouter-run" --port "$PORT" ${RUN_FLAGS:-}
+    kill "$SINK"; wait "$SINK" 2>/dev/null || true; SINK=""
+  fi
+  if [ "${PEERS:-1}" != 0 ]; then
+    # shellcheck disable=SC2086
+    measure "filerouter-run-copy" env FILEROUTER_PAGEMAP_SCAN=off "$NEW" run --project "$OUT/filerouter-run" --port "$PORT" ${RUN_FLAGS:-}
+  fi
   if [ -n "${PREV_BIN:-}" ]; then
     measure "filerouter-run-previous" "$PREV_BIN" run --project "$OUT/filerouter-run-previous" --port "$PORT"
   fi
-  measure "fastapi-1-worker" "$ROOT/bench/.venv/bin/uvicorn" app:app --app-dir "$ROOT/bench/peer" \
-    --port "$PORT" --log-level warning
-  measure "fastapi-$CORES-workers" "$ROOT/bench/.venv/bin/uvicorn" app:app --app-dir "$ROOT/bench/peer" \
-    --port "$PORT" --log-level warning --workers "$CORES"
+  if [ "${PEERS:-1}" != 0 ]; then
+    measure "fastapi-1-worker" "$ROOT/bench/.venv/bin/uvicorn" app:app --app-dir "$ROOT/bench/peer" \
+      --port "$PORT" --log-level warning
+    measure "fastapi-$CORES-workers" "$ROOT/bench/.venv/bin/uvicorn" app:app --app-dir "$ROOT/bench/peer" \
+      --port "$PORT" --log-level warning --workers "$CORES"
+  fi
 } > "$OUT/raw.txt"
 cp "$OUT/raw.txt" "${RAW_OUT:-/dev/null}"
 

@@ -3,7 +3,10 @@
 //! PostgreSQL and Redis (started as `tests/backends.rs` starts them), under steady load while
 //! all three are restarted one after another (SIGTERM, wait for the exit, start again on the
 //! same port). Every request must succeed and every write that was answered must be in the
-//! database; each process's metrics must show what it served.
+//! database; each process's metrics must show what it served. All three export their traces to
+//! one OTLP receiver (`support::otlp`): every request answered carries a `traceparent`, and its
+//! server span, continuing that trace, must arrive with the status the client got (the spans of
+//! the processes restarted are flushed as they drain).
 //!
 //! Without HAProxy, PostgreSQL or Redis the test prints why and passes, unless `CI` is set:
 //! then it fails (`.ci/run` installs `haproxy`, `postgresql` and `redis-server`).
@@ -21,7 +24,7 @@ use std::{
     time::Duration,
 };
 
-use support::{Project, Server, eventually, free_port, run_with_env};
+use support::{Project, Server, eventually, free_port, otlp::Receiver, run_with_env};
 
 /// Seconds a stopping process keeps serving after SIGTERM, readiness already 503: several of
 /// HAProxy's check intervals ([`CHECK_INTERVAL_MS`]).
@@ -141,8 +144,15 @@ fn haproxy() -> Option<PathBuf> {
 }
 
 /// One `run` process of the fleet, on a fixed port so that the balancer finds its restart.
-fn start(project: &Path, port: u16, database: &str, kv: &str, migrate: bool) -> Server {
+fn start(
+    project: &Path,
+    port: u16,
+    (database, kv): (&str, &str),
+    traces: &Receiver,
+    migrate: bool,
+) -> Server {
     let mut command = Command::new(support::binary());
+    command.envs(traces.env("fleet"));
     command
         .arg("run")
         .arg("--project")
@@ -171,10 +181,12 @@ fn start(project: &Path, port: u16, database: &str, kv: &str, migrate: bool) -> 
     server
 }
 
-/// What the clients saw: keys written (answered 201) and failures.
+/// What the clients saw: keys written (answered 201) with the trace each request named, and
+/// failures.
 #[derive(Default)]
 struct Outcome {
     written: Vec<String>,
+    traces: Vec<String>,
     failures: Vec<String>,
 }
 
@@ -192,9 +204,22 @@ fn a_rolling_restart_behind_haproxy_fails_no_request_and_loses_no_write() {
 
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
     // The first applies the migration; the other two start beside it.
-    let mut fleet = vec![start(project.path(), ports[0], &database, &kv, true)];
+    let traces = Receiver::start();
+    let mut fleet = vec![start(
+        project.path(),
+        ports[0],
+        (&database, &kv),
+        &traces,
+        true,
+    )];
     for port in &ports[1..] {
-        fleet.push(start(project.path(), *port, &database, &kv, false));
+        fleet.push(start(
+            project.path(),
+            *port,
+            (&database, &kv),
+            &traces,
+            false,
+        ));
     }
     let balancer = Balancer::start(&haproxy, &ports);
     let front = format!("http://127.0.0.1:{}", balancer.port);
@@ -218,8 +243,10 @@ fn a_rolling_restart_behind_haproxy_fails_no_request_and_loses_no_write() {
                 while !stop.load(Ordering::Relaxed) {
                     let key = format!("c{c}-{n}");
                     n += 1;
+                    let trace = format!("{:032x}", ((c as u128 + 1) << 64) | n as u128);
                     let answer = client
                         .post(format!("{front}/items?key={key}"))
+                        .header("traceparent", format!("00-{trace}-{n:016x}-01"))
                         .send()
                         .map_err(|e| e.to_string())
                         .and_then(|r| {
@@ -231,7 +258,10 @@ fn a_rolling_restart_behind_haproxy_fails_no_request_and_loses_no_write() {
                         });
                     let mut outcome = outcome.lock().unwrap();
                     match answer {
-                        Ok(()) => outcome.written.push(key),
+                        Ok(()) => {
+                            outcome.written.push(key);
+                            outcome.traces.push(trace);
+                        }
                         Err(why) => outcome.failures.push(format!("{key}: {why}")),
                     }
                     drop(outcome);
@@ -253,7 +283,7 @@ fn a_rolling_restart_behind_haproxy_fails_no_request_and_loses_no_write() {
         let code = fleet[i].terminate();
         logs.push(fleet[i].log());
         assert_eq!(code, Some(0), "run{i} did not exit 0:\n{}", fleet[i].log());
-        fleet[i] = start(project.path(), *port, &database, &kv, false);
+        fleet[i] = start(project.path(), *port, (&database, &kv), &traces, false);
         // The fleet kept serving while this one was away.
         assert!(
             eventually(Duration::from_secs(10), || written() >= before + 20),
@@ -317,4 +347,44 @@ fn a_rolling_restart_behind_haproxy_fails_no_request_and_loses_no_write() {
     }
     assert!(served > 0.0, "the restarted processes served nothing");
     backends::assert_no_password("the fleet's output", &logs.join("\n"));
+
+    // Every answered request's trace arrived, with its status: the last three processes
+    // flush theirs as they stop (in parallel, each draining for the delay).
+    thread::scope(|s| {
+        for server in fleet.iter_mut() {
+            s.spawn(move || assert_eq!(server.terminate(), Some(0), "{}", server.log()));
+        }
+    });
+    let spans = traces.spans();
+    let answered: std::collections::BTreeSet<&str> = spans
+        .iter()
+        .filter(|s| {
+            s.kind == 2
+                && s.name == "POST /items"
+                && s.attribute("http.route") == Some("/items")
+                && s.attribute("http.response.status_code") == Some("201")
+        })
+        .map(|s| s.trace_id.as_str())
+        .collect();
+    let missing: Vec<&String> = outcome
+        .traces
+        .iter()
+        .filter(|t| !answered.contains(t.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} of {} answered requests have no server span with status 201 (of {} spans, {} exports), e.g. {:?}",
+        missing.len(),
+        outcome.traces.len(),
+        spans.len(),
+        traces.exports(),
+        &missing[..missing.len().min(5)]
+    );
+    assert!(spans.iter().all(|s| s.service == "fleet"));
+    assert!(
+        !spans.iter().any(|s| s
+            .attribute("http.response.status_code")
+            .is_some_and(|c| c.starts_with('5'))),
+        "a 5xx in the traces"
+    );
 }

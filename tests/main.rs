@@ -50,6 +50,7 @@ mod stdlib;
 mod streaming;
 mod tenant_isolation;
 mod tenants;
+mod traces;
 mod typing;
 mod websockets;
 mod wheel;

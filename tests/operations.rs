@@ -180,6 +180,21 @@ fn json_access_lines_carry_route_status_duration_and_cpu() {
     assert_eq!(access["trace_id"], "", "{access}");
     assert!(access["duration_ms"].as_f64().unwrap() > 0.0, "{access}");
     assert!(access["cpu_ms"].as_f64().unwrap() > 0.0, "{access}");
+    // Traces are not exported, but a client's traceparent names the trace.
+    let traced = server
+        .request("GET", "/users/9")
+        .header(
+            "traceparent",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        )
+        .send()
+        .unwrap();
+    assert_eq!(traced.status(), 200);
+    assert!(
+        server.log_shows(r#""trace_id":"0af7651916cd43dd8448eb211c80319c""#),
+        "{}",
+        server.log()
+    );
     // The query never reaches the log.
     assert_eq!(server.get("/users/8?token=s3cret").status(), 200);
     assert!(server.log_shows(r#""path":"/users/8""#), "{}", server.log());

@@ -13,7 +13,7 @@ Route files use it like FastAPI::
 
 # `passwords` also gives `hashlib` its `pbkdf2_hmac` and `scrypt`, and brings the sandbox's own
 # `bcrypt` and `argon2` packages into the snapshot.
-from . import db, http, kv, passwords, plugins, security, sse, status, websockets
+from . import db, http, kv, passwords, plugins, security, sse, status, trace, websockets
 from .background import BackgroundTasks
 from .environment import env, settings
 from .exceptions import HTTPException
@@ -101,5 +101,6 @@ __all__ = [
     "settings",
     "sse",
     "status",
+    "trace",
     "websockets",
 ]

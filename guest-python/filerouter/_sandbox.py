@@ -27,6 +27,7 @@ __all__ = [
     "passwords",
     "plugins",
     "stream",
+    "trace",
     "wit_text",
 ]
 
@@ -87,6 +88,7 @@ try:
     from wit_world.imports import environment, kv, outbound, passwords, plugins  # type: ignore[import-not-found]
     # (mypy reports the missing module once, on the line above; pyright on each line.)
     from wit_world.imports import response_stream as stream  # type: ignore[import-not-found, unused-ignore]
+    from wit_world.imports import trace  # type: ignore[import-not-found, unused-ignore]
 
     INSIDE = True
 except ImportError:
@@ -98,6 +100,7 @@ except ImportError:
     passwords = _StandIn("passwords")
     plugins = _StandIn("plugins")
     stream = _StandIn("responses")
+    trace = _StandIn("trace")
 
     class Err(Exception):  # type: ignore[no-redef]  # componentize-py's, inside the sandbox
         """A host call's `err`; never raised outside the sandbox."""

@@ -3,7 +3,8 @@
 //! or, with `--log-format json`, one JSON object with the fields `method`, `path` (without
 //! the query, which may hold secrets), `route` (the pattern that matched, else `unmatched`),
 //! `status`, `duration_ms`, `cpu_ms` (the guest's, 0 when the host answered alone),
-//! `tenant` (empty for a single project) and `trace_id` (empty until traces exist).
+//! `tenant` (empty for a single project) and `trace_id` (the request's trace, `crate::traces`:
+//! its own while traces are exported, else the one a client's `traceparent` named, else empty).
 //!
 //! Written by the server once the response head is ready (`crate::server`). Not here: which
 //! lines are kept (`crate::logging`'s filter), what the request matched and cost
@@ -14,7 +15,7 @@ use std::{
     time::Duration,
 };
 
-use crate::request_record::Record;
+use crate::{request_record::Record, traces::Id};
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -41,8 +42,15 @@ pub fn set_format(format: LogFormat) {
 }
 
 /// Log the access line of a request with `method` and `path`, answered with `status` after
-/// `elapsed`, which matched and cost what `record` says.
-pub fn write(method: &str, path: &str, status: u16, elapsed: Duration, record: &Record) {
+/// `elapsed`, which matched and cost what `record` says; `trace_id` is the request's trace (`crate::traces`), if it has one.
+pub fn write(
+    method: &str,
+    path: &str,
+    status: u16,
+    elapsed: Duration,
+    record: &Record,
+    trace_id: Option<Id>,
+) {
     if !tracing::enabled!(target: "access", tracing::Level::INFO) {
         return;
     }
@@ -60,15 +68,16 @@ pub fn write(method: &str, path: &str, status: u16, elapsed: Duration, record: &
             duration_ms = round(duration_ms),
             cpu_ms = round(cpu_ms),
             tenant = tenant.as_deref().unwrap_or(""),
-            trace_id = "",
+            trace_id = trace_id.map(|id| id.to_string()).unwrap_or_default(),
             "{method} {path} {status}"
         );
         return;
     }
     let tenant = tenant.map(|t| format!(" tenant={t}")).unwrap_or_default();
+    let trace = trace_id.map(|t| format!(" trace={t}")).unwrap_or_default();
     tracing::info!(
         target: "access",
-        "{method} {path} {status} {duration_ms:.1}ms route={route} cpu={cpu_ms:.1}ms{tenant}"
+        "{method} {path} {status} {duration_ms:.1}ms route={route} cpu={cpu_ms:.1}ms{tenant}{trace}"
     );
 }
 

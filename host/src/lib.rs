@@ -67,4 +67,5 @@ pub mod server_tls;
 pub mod site;
 pub mod startup;
 pub mod tenants;
+pub mod traces;
 pub mod write_timeout;

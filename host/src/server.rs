@@ -69,6 +69,7 @@ use crate::{
     response,
     response_body::{DEFAULT_MAX_BUFFERED_RESPONSE_BYTES, ResponseBudget},
     site::Site,
+    traces::{self, RequestTrace},
     write_timeout::WriteTimeout,
 };
 
@@ -382,6 +383,9 @@ pub struct Serving {
 pub async fn serve(listener: TcpListener, site: Site, serving: Serving) {
     let limits = ServerLimits::from_settings(&site.server_settings());
     log_file_budget(&limits);
+    if traces::enabled() {
+        tracing::info!("traces: exporting spans over OTLP/HTTP (the OTEL_* variables)");
+    }
     let budget = BodyBudget::new(limits.max_buffered_body_bytes)
         .with_responses(ResponseBudget::new(limits.max_buffered_response_bytes));
     let builder = http1_builder(limits.header_timeout, limits.max_header_bytes);
@@ -436,7 +440,9 @@ pub async fn serve(listener: TcpListener, site: Site, serving: Serving) {
                 let method = request.method().clone();
                 let path = request.uri().path().to_string();
                 let record = Arc::new(Record::default());
-                let mut response = request_record::scope(record.clone(), async {
+                // The request's span (while traces are on), or a client's trace id.
+                let trace = RequestTrace::start(method.as_str(), request.headers());
+                let answer = traces::scope(trace.as_ref(), async {
                     match http_checks::check(request.version(), request.headers()) {
                         Some(refusal) => response::json(
                             refusal.status,
@@ -444,8 +450,8 @@ pub async fn serve(listener: TcpListener, site: Site, serving: Serving) {
                         ),
                         None => site.respond(request, peer, &budget, body_timeout).await,
                     }
-                })
-                .await;
+                });
+                let mut response = request_record::scope(record.clone(), answer).await;
                 let status = response.status().as_u16();
                 let elapsed = started.elapsed();
                 metrics::global().request_ended(
@@ -455,7 +461,11 @@ pub async fn serve(listener: TcpListener, site: Site, serving: Serving) {
                     &record,
                 );
                 drop(in_progress);
-                access_log::write(method.as_str(), &path, status, elapsed, &record);
+                let trace_id = trace.as_ref().map(RequestTrace::trace_id);
+                access_log::write(method.as_str(), &path, status, elapsed, &record, trace_id);
+                if let Some(trace) = trace {
+                    trace.finish(status, &record.route(), record.tenant().as_deref());
+                }
                 // Draining: this connection is not kept, so its client reconnects elsewhere.
                 if health.is_draining() && status != 101 {
                     response.headers_mut().insert(

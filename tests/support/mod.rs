@@ -5,6 +5,7 @@
 
 pub mod admin;
 pub mod files;
+pub mod otlp;
 pub mod remote;
 pub mod tools;
 

@@ -404,11 +404,18 @@ pub const ABANDON_AFTER: std::time::Duration = std::time::Duration::from_secs(2)
 fn serve_until_stopped(
     server: impl std::future::Future<Output = anyhow::Result<()>>,
 ) -> anyhow::Result<()> {
+    // Traces (`OTEL_*`), before the runtime: the exporter's client keeps a runtime of its own.
+    crate::traces::init()?;
     let runtime = runtime()?;
     let result = runtime.block_on(server);
     runtime.shutdown_timeout(ABANDON_AFTER);
+    // The spans of the last requests, after the drain.
+    crate::traces::shutdown(TRACES_FLUSH);
     result
 }
+
+/// How long the last export of spans may take on the way out.
+const TRACES_FLUSH: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Listen where the flags, else config.py's `server`, else the defaults say.
 async fn listen(

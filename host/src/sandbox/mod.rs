@@ -166,6 +166,10 @@ struct CallState {
     /// While `bake` runs: the objects the guest listed to make immortal (`snapshot.immortal`),
     /// as (address, type address) pairs, flat. None in every other call, which ignores them.
     immortal: Option<Vec<u32>>,
+    /// The call's spans (`crate::traces`) while traces are exported and the call is a
+    /// request's: the host services' and route code's own open under it. Dropped, with the
+    /// call, it ends those still open.
+    trace: Option<crate::traces::CallTrace>,
 }
 
 impl CallState {
@@ -189,6 +193,7 @@ impl CallState {
             environment: Environment::default(),
             outbound: None,
             immortal: None,
+            trace: None,
         }
     }
 }
@@ -286,6 +291,19 @@ enum Purpose {
     /// The project's Alembic history ([`Sandbox::alembic`]): as the start-up hook, under
     /// [`MIGRATION_TIME`], with a folder of the host's preopened as `/project`.
     Migration(Arc<Staged>),
+}
+
+impl Purpose {
+    /// How a call's span names it (`filerouter.call`).
+    fn name(&self) -> &'static str {
+        match self {
+            Purpose::Request => "request",
+            Purpose::Tooling => "tooling",
+            Purpose::Startup => "startup",
+            Purpose::Snapshot(_) => "snapshot",
+            Purpose::Migration(_) => "migration",
+        }
+    }
 }
 
 /// A folder the host prepared for one call, which the guest sees as `/project` (the copy of
@@ -657,6 +675,7 @@ impl Sandbox {
             + Send
             + 'static,
     {
+        let purpose_name = purpose.name();
         let (queue, time) = match purpose {
             Purpose::Request => (self.inner.queue.clone(), self.inner.limits.time()),
             Purpose::Tooling => (self.inner.queue.scheduler().tooling(), TOOLING_TIME),
@@ -693,7 +712,17 @@ impl Sandbox {
             Purpose::Migration(staged) => (None, Some(staged)),
             _ => (None, None),
         };
-        let turn = queue.turn().await.map_err(SandboxError::Busy)?;
+        // The request's trace, while traces are exported: its wait for a turn, and its call.
+        let parent = crate::traces::current();
+        let waiting = parent.as_ref().map(|_| std::time::SystemTime::now());
+        let turn = queue.turn().await;
+        if let (Some(parent), Some(from)) = (&parent, waiting) {
+            crate::traces::record(parent, "queue wait", from, std::time::SystemTime::now());
+        }
+        let turn = turn.map_err(SandboxError::Busy)?;
+        let trace = parent
+            .as_ref()
+            .and_then(|parent| crate::traces::CallTrace::start(parent, purpose_name));
         let inner = self.inner.clone();
         match turn
             .run(time, move |budget| {
@@ -702,7 +731,7 @@ impl Sandbox {
                     environment,
                     outbound,
                     (watch, staged),
-                    label,
+                    (label, trace),
                     export,
                 )
             })
@@ -743,7 +772,7 @@ impl Inner {
         environment: Environment,
         outbound: Option<Arc<crate::outbound::Gate>>,
         (watch, staged): (Option<Arc<slots::MemoryWatch>>, Option<Arc<Staged>>),
-        label: String,
+        (label, trace): (String, Option<crate::traces::CallTrace>),
         export: F,
     ) -> Result<T, SandboxError>
     where
@@ -812,6 +841,7 @@ impl Inner {
         state.db.set_budget(budget.clone());
         state.environment = environment.clone();
         state.outbound = outbound.map(|gate| gate.session(deadline));
+        state.trace = trace;
         let mut store = Store::new(self.guest.engine().engine(), state);
         store.limiter(|state| &mut state.limits);
 

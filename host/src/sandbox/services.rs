@@ -18,13 +18,14 @@ use super::{
     CallState,
     bindings::filerouter::sandbox::{
         background, environment, kv, outbound, passwords, plugins, response_stream, snapshot, sql,
-        stdlib, types, upstream, websocket,
+        stdlib, trace, types, upstream, websocket,
     },
 };
 use crate::{
     db,
     sandbox::{HttpRequest, HttpResponse},
     scheduler::Budget,
+    traces::Active,
 };
 
 /// Produces the host's answer for a request whose target the host serves itself. It keeps the
@@ -50,25 +51,35 @@ impl environment::Host for CallState {
 
 impl kv::Host for CallState {
     async fn get(&mut self, key: String) -> Result<Option<String>, String> {
-        self.kv.get(&key).await.map_err(|e| e.to_string())
+        let span = self.kv_span("get");
+        self.kv
+            .get(&key)
+            .await
+            .map_err(|e| failed(&span, e.to_string()))
     }
 
     async fn set(&mut self, key: String, value: String, ttl_ms: Option<u64>) -> Result<(), String> {
+        let span = self.kv_span("set");
         self.kv
             .set(&key, value, ttl_ms.map(Duration::from_millis))
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| failed(&span, e.to_string()))
     }
 
     async fn delete(&mut self, key: String) -> Result<bool, String> {
-        self.kv.delete(&key).await.map_err(|e| e.to_string())
+        let span = self.kv_span("delete");
+        self.kv
+            .delete(&key)
+            .await
+            .map_err(|e| failed(&span, e.to_string()))
     }
 
     async fn incr(&mut self, key: String, by: i64, ttl_ms: Option<u64>) -> Result<i64, String> {
+        let span = self.kv_span("incr");
         self.kv
             .incr(&key, by, ttl_ms.map(Duration::from_millis))
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| failed(&span, e.to_string()))
     }
 
     async fn compare_and_set(
@@ -78,10 +89,11 @@ impl kv::Host for CallState {
         value: Option<String>,
         ttl_ms: Option<u64>,
     ) -> Result<bool, String> {
+        let span = self.kv_span("compare_and_set");
         self.kv
             .compare_and_set(&key, expected, value, ttl_ms.map(Duration::from_millis))
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| failed(&span, e.to_string()))
     }
 
     async fn keys(
@@ -90,10 +102,11 @@ impl kv::Host for CallState {
         after: Option<String>,
         limit: u32,
     ) -> Result<Vec<String>, String> {
+        let span = self.kv_span("keys");
         self.kv
             .keys(&prefix, after, limit as usize)
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| failed(&span, e.to_string()))
     }
 
     async fn write(
@@ -101,10 +114,11 @@ impl kv::Host for CallState {
         entries: Vec<(String, Option<String>)>,
         ttl_ms: Option<u64>,
     ) -> Result<(), String> {
+        let span = self.kv_span("write");
         self.kv
             .write(entries, ttl_ms.map(Duration::from_millis))
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| failed(&span, e.to_string()))
     }
 }
 
@@ -132,13 +146,14 @@ impl sql::Host for CallState {
         params: sql::Params,
         begin: Option<String>,
     ) -> wasmtime::Result<Result<sql::Outcome, sql::Error>> {
+        let span = self.statement_span(&statement);
         let started = std::time::Instant::now();
         let done = self
             .db
             .execute(connection, statement, from_params(params), begin)
             .await
             .map(outcome)
-            .map_err(error);
+            .map_err(|e| failed(&span, error(e)));
         crate::metrics::database_statement(started.elapsed());
         self.within_budget(done)
     }
@@ -151,13 +166,14 @@ impl sql::Host for CallState {
         begin: Option<String>,
     ) -> wasmtime::Result<Result<sql::Outcome, sql::Error>> {
         let params = params.into_iter().map(from_params).collect();
+        let span = self.statement_span(&statement);
         let started = std::time::Instant::now();
         let done = self
             .db
             .execute_many(connection, statement, params, begin)
             .await
             .map(outcome)
-            .map_err(error);
+            .map_err(|e| failed(&span, error(e)));
         crate::metrics::database_statement(started.elapsed());
         self.within_budget(done)
     }
@@ -167,13 +183,14 @@ impl sql::Host for CallState {
         connection: u32,
         script: String,
     ) -> wasmtime::Result<Result<sql::Outcome, sql::Error>> {
+        let span = self.statement_span(&script);
         let started = std::time::Instant::now();
         let done = self
             .db
             .execute_script(connection, script)
             .await
             .map(outcome)
-            .map_err(error);
+            .map_err(|e| failed(&span, error(e)));
         crate::metrics::database_statement(started.elapsed());
         self.within_budget(done)
     }
@@ -195,6 +212,21 @@ impl sql::Host for CallState {
 }
 
 impl CallState {
+    /// The span of a statement, while the call is traced.
+    fn statement_span(&self, statement: &str) -> Option<Active> {
+        let system = if self.db.database_is_postgres() {
+            "postgresql"
+        } else {
+            "sqlite"
+        };
+        self.trace.as_ref()?.statement(system, statement)
+    }
+
+    /// The span of a kv call, while the call is traced.
+    fn kv_span(&self, operation: &'static str) -> Option<Active> {
+        self.trace.as_ref()?.kv(operation)
+    }
+
     /// `outcome` for the guest, or a trap when the request went past a time limit meanwhile
     /// (the budget knows which, and the call answers 504).
     fn within_budget<T>(&self, outcome: T) -> wasmtime::Result<T> {
@@ -203,6 +235,15 @@ impl CallState {
             None => Ok(outcome),
         }
     }
+}
+
+/// `error`, after marking `span` (if any) failed; the span's message is the kind of failure
+/// only, never values.
+fn failed<E>(span: &Option<Active>, error: E) -> E {
+    if let Some(span) = span {
+        span.fail("failed");
+    }
+    error
 }
 
 fn from_value(value: sql::Value) -> db::Value {
@@ -273,16 +314,36 @@ impl outbound::Host for CallState {
         body: Vec<u8>,
         more: bool,
     ) -> Result<u32, outbound::Error> {
+        let mut headers = request.headers;
+        // Traced: a client span, and its `traceparent` on the request (the host's, in place
+        // of any route code set).
+        let span = match self
+            .trace
+            .as_ref()
+            .and_then(|t| t.outbound_start(&request.method, &request.url))
+        {
+            Some((span, traceparent)) => {
+                headers.retain(|(name, _)| !name.eq_ignore_ascii_case("traceparent"));
+                headers.push(("traceparent".into(), traceparent));
+                Some(span)
+            }
+            None => None,
+        };
         let request = crate::outbound::Request {
             method: request.method,
             url: request.url,
-            headers: request.headers,
+            headers,
             timeout_s: request.timeout_s,
             decode: request.decode,
         };
-        self.outbound_session()?
+        let started = self
+            .outbound_session()?
             .start(request, body, more)
-            .map_err(outbound_error)
+            .map_err(|e| failed(&span, outbound_error(e)))?;
+        if let (Some(trace), Some(span)) = (self.trace.as_mut(), span) {
+            trace.outbound_opened(started, span);
+        }
+        Ok(started)
     }
 
     async fn write(&mut self, call: u32, body: Vec<u8>, more: bool) -> Result<(), outbound::Error> {
@@ -304,11 +365,11 @@ impl outbound::Host for CallState {
     }
 
     async fn head(&mut self, call: u32) -> Result<outbound::Response, outbound::Error> {
-        let head = self
-            .outbound_session()?
-            .head(call)
-            .await
-            .map_err(outbound_error)?;
+        let head = self.outbound_session()?.head(call).await;
+        if let Some(trace) = self.trace.as_mut() {
+            trace.outbound_answered(call, head.as_ref().map(|h| h.status).map_err(|_| "failed"));
+        }
+        let head = head.map_err(outbound_error)?;
         Ok(outbound::Response {
             status: head.status,
             headers: head.headers,
@@ -325,6 +386,9 @@ impl outbound::Host for CallState {
     async fn close(&mut self, call: u32) {
         if let Some(session) = self.outbound.as_mut() {
             session.close(call);
+        }
+        if let Some(trace) = self.trace.as_mut() {
+            trace.outbound_closed(call);
         }
     }
 }
@@ -352,6 +416,47 @@ fn outbound_error(error: crate::outbound::CallError) -> outbound::Error {
         E::Timeout(m) => outbound::Error::Timeout(m),
         E::Network(m) => outbound::Error::Network(m),
         E::Decoding(m) => outbound::Error::Decoding(m),
+    }
+}
+
+/// Route code's own spans (`filerouter.trace`); all in `crate::traces::CallTrace`, with its
+/// bounds. Untraced calls keep nothing and answer 0.
+impl trace::Host for CallState {
+    fn start(
+        &mut self,
+        name: String,
+        parent: Option<u32>,
+        attributes: Vec<(String, trace::Value)>,
+    ) -> u32 {
+        let Some(trace) = self.trace.as_mut() else {
+            return 0;
+        };
+        let attributes = attributes
+            .into_iter()
+            .map(|(key, value)| (key, attribute(value)))
+            .collect();
+        trace.guest_start(&name, parent, attributes)
+    }
+
+    fn set_attribute(&mut self, span: u32, key: String, value: trace::Value) {
+        if let Some(trace) = self.trace.as_mut() {
+            trace.guest_set(span, &key, attribute(value));
+        }
+    }
+
+    fn end(&mut self, span: u32, error: Option<String>) {
+        if let Some(trace) = self.trace.as_mut() {
+            trace.guest_end(span, error.as_deref());
+        }
+    }
+}
+
+fn attribute(value: trace::Value) -> opentelemetry::Value {
+    match value {
+        trace::Value::Text(text) => text.into(),
+        trace::Value::Integer(n) => n.into(),
+        trace::Value::Float(x) => x.into(),
+        trace::Value::Boolean(b) => b.into(),
     }
 }
 
