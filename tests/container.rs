@@ -15,7 +15,13 @@
 //! - In the runtime stage, `RUN` may only `mkdir` (done, mapped), `useradd` (its home folder is
 //!   made; the user is recorded) and `chown`/`chmod` (recorded: the test is not root).
 //! - The CMD runs with the image's ENV only (and PATH and the user's HOME), its `--port`
-//!   replaced by a free one.
+//!   replaced by a free one, and its `--admin HOST:PORT` by `127.0.0.1:` and another. A
+//!   `HEALTHCHECK ... CMD [...]` is run as written, its admin port mapped the same way.
+//!
+//! The recipes of `deploy/container/` (a project's own image, and `run --tenants`'s) are
+//! replayed the same way, with a project as the whole build context (its own repository) and
+//! the wheel tests/wheel.rs builds (once per suite run) in its `dist/`, named by the
+//! `FILEROUTER_WHEEL` build argument: their build stage's `pip install` of it runs as written.
 //!
 //! examples/bookshop has no `public/`: the test adds one file to the context's copy of the
 //! project, so that gathering `public/` into the image (and `build`'s note about it) is
