@@ -263,8 +263,13 @@ struct Ignore(Vec<Vec<String>>);
 
 impl Ignore {
     fn load() -> Ignore {
-        let text =
-            fs::read_to_string(workspace().join(".dockerignore")).expect("read .dockerignore");
+        Ignore::load_from(".dockerignore")
+    }
+
+    /// The `.dockerignore` at `path` (relative to the repository).
+    fn load_from(path: &str) -> Ignore {
+        let text = fs::read_to_string(workspace().join(path))
+            .unwrap_or_else(|e| panic!("read {path}: {e}"));
         let mut patterns = Vec::new();
         for line in text.lines() {
             let line = line.trim();
@@ -1289,4 +1294,35 @@ fn the_tenants_recipe_builds_every_project_and_serves_them_by_host() {
         "deploy/container/Dockerfile.tenants replayed and served in {:.1}s",
         started.elapsed().as_secs_f64()
     );
+}
+
+#[test]
+fn the_recipes_dockerignore_keeps_the_project_and_its_wheel_and_leaves_out_local_state() {
+    let ignore = Ignore::load_from("deploy/container/.dockerignore");
+    for left_out in [
+        ".git/HEAD",
+        ".data/db.sqlite3",
+        ".cache/bundle.bin",
+        ".packages/jwt/__init__.py",
+        "sites/acme/.data/kv.sqlite3",
+        "sites/acme/.cache/manifest.json",
+        ".venv/bin/python",
+        "routes/__pycache__/index.cpython-312.pyc",
+    ] {
+        assert!(ignore.excludes(left_out), "{left_out} is in the context");
+    }
+    for kept in [
+        "Dockerfile",
+        "config.py",
+        "routes/index.py",
+        "public/robots.txt",
+        "migrations/0001_notes.sql",
+        "alembic/env.py",
+        "requirements.txt",
+        "tenants.toml",
+        "sites/acme/routes/index.py",
+        "dist/filerouter-0.1.0-py3-none-manylinux_2_34_x86_64.whl",
+    ] {
+        assert!(!ignore.excludes(kept), "{kept} is left out of the context");
+    }
 }
