@@ -15,7 +15,13 @@
 //! - In the runtime stage, `RUN` may only `mkdir` (done, mapped), `useradd` (its home folder is
 //!   made; the user is recorded) and `chown`/`chmod` (recorded: the test is not root).
 //! - The CMD runs with the image's ENV only (and PATH and the user's HOME), its `--port`
-//!   replaced by a free one.
+//!   replaced by a free one, and its `--admin HOST:PORT` by `127.0.0.1:` and another. A
+//!   `HEALTHCHECK ... CMD [...]` is run as written, its admin port mapped the same way.
+//!
+//! The recipes of `deploy/container/` (a project's own image, and `run --tenants`'s) are
+//! replayed the same way, with a project as the whole build context (its own repository) and
+//! the wheel tests/wheel.rs builds (once per suite run) in its `dist/`, named by the
+//! `FILEROUTER_WHEEL` build argument: their build stage's `pip install` of it runs as written.
 //!
 //! examples/bookshop has no `public/`: the test adds one file to the context's copy of the
 //! project, so that gathering `public/` into the image (and `build`'s note about it) is
@@ -53,6 +59,8 @@ enum Step {
     Volume(Vec<String>),
     Expose(Vec<String>),
     Cmd(Vec<String>),
+    /// `HEALTHCHECK [OPTIONS] CMD [...]`: the command, in JSON form.
+    Healthcheck(Vec<String>),
 }
 
 #[derive(Debug)]
@@ -63,7 +71,12 @@ struct Stage {
 }
 
 fn dockerfile() -> Vec<Stage> {
-    let text = fs::read_to_string(workspace().join("Dockerfile")).expect("read Dockerfile");
+    dockerfile_at("Dockerfile")
+}
+
+/// The stages of the Dockerfile at `path` (relative to the repository).
+fn dockerfile_at(path: &str) -> Vec<Stage> {
+    let text = fs::read_to_string(workspace().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
     parse(&text)
 }
 
@@ -140,6 +153,14 @@ fn parse(text: &str) -> Vec<Stage> {
             "USER" => Step::User(rest.to_string()),
             "VOLUME" => Step::Volume(list(rest)),
             "EXPOSE" => Step::Expose(rest.split_whitespace().map(String::from).collect()),
+            "HEALTHCHECK" => {
+                let (_, command) = rest
+                    .split_once("CMD ")
+                    .unwrap_or_else(|| panic!("HEALTHCHECK {rest}: expected `... CMD [...]`"));
+                Step::Healthcheck(serde_json::from_str(command.trim()).unwrap_or_else(|e| {
+                    panic!("HEALTHCHECK {rest}: write its CMD in JSON form ({e})")
+                }))
+            }
             "CMD" => Step::Cmd(
                 serde_json::from_str(rest)
                     .unwrap_or_else(|e| panic!("CMD {rest}: write it in JSON form ({e})")),
@@ -242,8 +263,13 @@ struct Ignore(Vec<Vec<String>>);
 
 impl Ignore {
     fn load() -> Ignore {
-        let text =
-            fs::read_to_string(workspace().join(".dockerignore")).expect("read .dockerignore");
+        Ignore::load_from(".dockerignore")
+    }
+
+    /// The `.dockerignore` at `path` (relative to the repository).
+    fn load_from(path: &str) -> Ignore {
+        let text = fs::read_to_string(workspace().join(path))
+            .unwrap_or_else(|e| panic!("read {path}: {e}"));
         let mut patterns = Vec::new();
         for line in text.lines() {
             let line = line.trim();
@@ -403,6 +429,7 @@ struct Built {
     owned: BTreeSet<String>,
     volumes: Vec<String>,
     cmd: Option<Vec<String>>,
+    healthcheck: Option<Vec<String>>,
     /// Each RUN run and its output; each not run, and why.
     runs: Vec<String>,
 }
@@ -420,6 +447,17 @@ impl Built {
 /// Replay `stage`. `built` are the stages before it, by name; `last` says it is the runtime
 /// stage (whose RUN may only make users and folders).
 fn replay(stage: &Stage, context: &Path, built: &BTreeMap<String, Built>, last: bool) -> Built {
+    replay_with(stage, context, built, last, &BTreeMap::new())
+}
+
+/// [`replay`] with `--build-arg`s: `args` override the ARGs' defaults.
+fn replay_with(
+    stage: &Stage,
+    context: &Path,
+    built: &BTreeMap<String, Built>,
+    last: bool,
+    args: &BTreeMap<String, String>,
+) -> Built {
     let mut out = Built {
         dir: tempfile::tempdir().expect("tempdir"),
         workdir: "/".to_string(),
@@ -430,12 +468,16 @@ fn replay(stage: &Stage, context: &Path, built: &BTreeMap<String, Built>, last: 
         owned: BTreeSet::new(),
         volumes: Vec::new(),
         cmd: None,
+        healthcheck: None,
         runs: Vec::new(),
     };
     for step in &stage.steps {
         match step {
             Step::Arg { name, default } => {
-                let value = default.clone().unwrap_or_default();
+                let value = args
+                    .get(name)
+                    .cloned()
+                    .unwrap_or_else(|| default.clone().unwrap_or_default());
                 out.vars.insert(name.clone(), expand(&value, &out.vars));
             }
             Step::Env(pairs) => {
@@ -487,6 +529,7 @@ fn replay(stage: &Stage, context: &Path, built: &BTreeMap<String, Built>, last: 
             }
             Step::Expose(_) => {}
             Step::Cmd(argv) => out.cmd = Some(argv.clone()),
+            Step::Healthcheck(argv) => out.healthcheck = Some(argv.clone()),
         }
     }
     out
@@ -612,6 +655,8 @@ const IMAGE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbi
 struct Container {
     server: Server,
     port: u16,
+    /// The port `--admin HOST:PORT` was given instead of its own, if the CMD has one.
+    admin: Option<u16>,
 }
 
 impl Container {
@@ -633,11 +678,17 @@ impl Container {
                 .unwrap_or_else(|| panic!("CMD {}: not on the image's PATH", argv[0]))
         };
         let mut args = Vec::new();
+        let mut admin = None;
         let mut words = argv[1..].iter();
         while let Some(word) = words.next() {
             if word == "--port" {
                 words.next().expect("--port VALUE");
                 args.extend(["--port".to_string(), port.to_string()]);
+            } else if word == "--admin" {
+                words.next().expect("--admin HOST:PORT");
+                let free = free_port();
+                admin = Some(free);
+                args.extend(["--admin".to_string(), format!("127.0.0.1:{free}")]);
             } else if word.starts_with('/') {
                 args.push(image.path(word).display().to_string());
             } else {
@@ -668,9 +719,27 @@ impl Container {
             command.env(k, value);
         }
         Container {
-            server: Server::launch_as_given(command, Duration::from_secs(60)),
+            // The guest is compiled at a container's first start: seconds, or a minute on a
+            // machine that builds beside it.
+            server: Server::launch_as_given(command, Duration::from_secs(180)),
             port,
+            admin,
         }
+    }
+
+    /// `path` on the admin address.
+    fn admin_url(&self, path: &str) -> String {
+        let admin = self.admin.expect("the CMD has --admin");
+        format!("http://127.0.0.1:{admin}{path}")
+    }
+
+    /// The image's HEALTHCHECK, run as Docker runs it (its admin port mapped): whether it passed.
+    fn healthcheck(&self, image: &Built, image_admin_port: u16) -> (bool, String) {
+        healthcheck(
+            image,
+            image_admin_port,
+            self.admin.expect("the CMD has --admin"),
+        )
     }
 
     fn url(&self, path: &str) -> String {
@@ -685,6 +754,33 @@ impl Container {
     fn stop(mut self) -> Option<i32> {
         self.server.terminate()
     }
+}
+
+/// `image`'s HEALTHCHECK, run as Docker runs it, its admin port (`image_admin_port` in the
+/// image) mapped to `admin`: whether it passed, and what it said.
+fn healthcheck(image: &Built, image_admin_port: u16, admin: u16) -> (bool, String) {
+    let argv = image.healthcheck.clone().expect("HEALTHCHECK");
+    let argv: Vec<String> = argv
+        .iter()
+        .map(|a| {
+            a.replace(
+                &format!("127.0.0.1/{image_admin_port}"),
+                &format!("127.0.0.1/{admin}"),
+            )
+        })
+        .collect();
+    let out = Command::new(&argv[0])
+        .args(&argv[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("HEALTHCHECK {argv:?}: {e}"));
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
 }
 
 /// The ARG's default in the build stage.
@@ -914,6 +1010,7 @@ fn dockerignore_leaves_out_build_output_and_local_state() {
         "target/release/filerouter",
         ".git/HEAD",
         "tests/.venv/bin/python",
+        "tests/.k8s-venv/bin/kubernetes-validate",
         "tests/browser/node_modules/playwright-core/package.json",
         "examples/bookshop/.cache/bundle.bin",
         "examples/bookshop/.data/db.sqlite3",
@@ -931,6 +1028,300 @@ fn dockerignore_leaves_out_build_output_and_local_state() {
         "examples/bookshop/config.py",
         "examples/bookshop/routes/index.py",
         "tests/container.rs",
+    ] {
+        assert!(!ignore.excludes(kept), "{kept} is left out of the context");
+    }
+}
+
+/// Replay every stage of `stages` with `args` as `--build-arg`s: the runtime stage, and every
+/// RUN's log.
+fn build_image(
+    stages: &[Stage],
+    context: &Path,
+    args: &BTreeMap<String, String>,
+) -> (Built, String) {
+    let mut built: BTreeMap<String, Built> = BTreeMap::new();
+    let (runtime, rest) = stages.split_last().unwrap();
+    for (i, stage) in rest.iter().enumerate() {
+        let done = replay_with(stage, context, &built, false, args);
+        built.insert(stage.name.clone().unwrap_or_else(|| i.to_string()), done);
+    }
+    let image = replay_with(runtime, context, &built, true, args);
+    let steps = built
+        .values()
+        .chain([&image])
+        .flat_map(|b| b.runs.iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join("\n");
+    (image, steps)
+}
+
+/// A project's own repository as the build context of a `deploy/container/` recipe: `project`
+/// copied to `to` (without what builds and servers leave), and the wheel under test in `dist/`.
+/// The `--build-arg`s that name it.
+fn app_context(wheel: &Path, to: &Path) -> BTreeMap<String, String> {
+    let name = wheel.file_name().unwrap().to_str().unwrap();
+    fs::create_dir_all(to.join("dist")).unwrap();
+    fs::copy(wheel, to.join("dist").join(name)).unwrap();
+    BTreeMap::from([("FILEROUTER_WHEEL".to_string(), format!("dist/{name}"))])
+}
+
+/// What every recipe's runtime stage must be: a user that is not root and that useradd made,
+/// owning the data folder (a VOLUME) and the compiled-code cache; no wheel left in it.
+fn assert_runtime_basics(image: &Built, data_dir: &str) {
+    let user = image.user.clone().expect("USER");
+    assert!(!["root", "0"].contains(&user.as_str()), "USER {user}");
+    assert!(
+        image.users.contains(&user),
+        "USER {user} is made by useradd"
+    );
+    assert!(
+        image.volumes.iter().any(|v| v == data_dir),
+        "VOLUME {data_dir}"
+    );
+    let cache_dir = image
+        .env
+        .iter()
+        .find(|(k, _)| k == "FILEROUTER_CACHE_DIR")
+        .map(|(_, v)| v.clone())
+        .expect("ENV FILEROUTER_CACHE_DIR");
+    for dir in [data_dir, &cache_dir] {
+        assert!(image.path(dir).is_dir(), "{dir} is made in the image");
+        assert!(
+            image.owned.contains(&format!("{user} {dir}")),
+            "{dir} is chowned to {user}: {:?}",
+            image.owned
+        );
+    }
+    for name in names_under(image.root()) {
+        assert!(!name.ends_with(".whl"), "the image holds {name}");
+    }
+    assert!(
+        image.path("/usr/local/bin/filerouter").is_file(),
+        "the wheel's binary is at /usr/local/bin/filerouter"
+    );
+}
+
+/// GET `url` until it answers 200 (up to 180 s: the guest is compiled at a container's first
+/// start, and a tenant loaded at its first request): the last status and body.
+fn until_ok(url: &str, host: Option<&str>) -> (u16, String) {
+    let http = client();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let mut request = http.get(url);
+        if let Some(host) = host {
+            request = request.header("host", host);
+        }
+        let (status, body) = match request.send() {
+            Ok(r) => (r.status().as_u16(), r.text().unwrap_or_default()),
+            Err(e) => (0, e.to_string()),
+        };
+        if status == 200 || Instant::now() > deadline {
+            return (status, body);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// deploy/container/Dockerfile, the recipe for a project's own repository, replayed on
+/// examples/hello (with one package and one migration) and the wheel CI built: pip installs it
+/// (no Rust), `packages install` and `build` run in the build stage, the migration Job's command works on the image, and the CMD serves
+/// as a user that is not root, ready on its admin port, where the HEALTHCHECK passes.
+#[test]
+fn the_app_recipe_installs_the_wheel_builds_the_project_and_serves_it_with_probes() {
+    const TEST: &str =
+        "the_app_recipe_installs_the_wheel_builds_the_project_and_serves_it_with_probes";
+    let Some(tools) = crate::wheel::tools(TEST) else {
+        return;
+    };
+    let wheel = crate::wheel::wheel(&tools);
+    let started = Instant::now();
+    let stages = dockerfile_at("deploy/container/Dockerfile");
+    let context = tempfile::tempdir().unwrap();
+    support::files::copy_tree(
+        &workspace().join("examples/hello"),
+        context.path(),
+        &[".packages", ".cache", ".data", "__pycache__"],
+    );
+    // One small pure-Python package, which `packages install` puts into .packages/ (the
+    // bookshop's, which the Dockerfile's test installs, take half a minute more to build).
+    fs::write(context.path().join("requirements.txt"), "six==1.17.0\n").unwrap();
+    // One migration, which the migration Job (`db migrate`) applies.
+    fs::create_dir_all(context.path().join("migrations")).unwrap();
+    fs::write(
+        context.path().join("migrations/0001_notes.sql"),
+        "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL);\n",
+    )
+    .unwrap();
+    let args = app_context(&wheel, context.path());
+    let (image, steps) = build_image(&stages, context.path(), &args);
+    eprintln!("{steps}");
+    assert!(
+        steps.contains("filerouter 0.1.0"),
+        "the wheel's binary ran: {steps}"
+    );
+    assert!(steps.contains("built "), "{steps}");
+    assert_runtime_basics(&image, "/app/.data");
+    // The project is in the image, built, with its packages for `db migrate` (Alembic's).
+    for name in [
+        ".cache/bundle.bin",
+        "routes",
+        "migrations/0001_notes.sql",
+        ".packages/six.py",
+    ] {
+        assert!(image.path("/app").join(name).exists(), "/app/{name}");
+    }
+
+    // The Helm chart's migration Job: `filerouter db migrate --project /app`, here on the data
+    // folder (a volume; in Kubernetes, the database URL from a Secret).
+    let migrate = Command::new(image.path("/usr/local/bin/filerouter"))
+        .args(["db", "migrate", "--project"])
+        .arg(image.path("/app"))
+        .arg("--data-dir")
+        .arg(image.path("/app/.data"))
+        // The image's user's: the guest it compiles is the one `run` then maps.
+        .env("FILEROUTER_CACHE_DIR", image.path("/var/cache/filerouter"))
+        .env("HOME", image.path("/home/filerouter"))
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&migrate.stdout),
+        String::from_utf8_lossy(&migrate.stderr)
+    );
+    assert!(
+        migrate.status.success() && said.contains("0001_notes.sql"),
+        "{said}"
+    );
+
+    let server = Container::start(&image);
+    let (status, body) = until_ok(&server.admin_url("/readyz"), None);
+    assert_eq!(status, 200, "{body}\n{}", server.log());
+    assert_eq!(
+        client()
+            .get(server.admin_url("/livez"))
+            .send()
+            .unwrap()
+            .status(),
+        200
+    );
+    let (passed, said) = server.healthcheck(&image, 9090);
+    assert!(passed, "HEALTHCHECK failed: {said}\n{}", server.log());
+    let hello = client().get(server.url("/")).send().unwrap();
+    assert_eq!(hello.status(), 200, "{}", server.log());
+    assert_eq!(
+        hello.json::<serde_json::Value>().unwrap(),
+        json!({"message": "hello"})
+    );
+    // The admin port is not the public one.
+    assert_eq!(
+        client().get(server.url("/readyz")).send().unwrap().status(),
+        404
+    );
+    let admin = server.admin.unwrap();
+    assert_eq!(server.stop(), Some(0), "SIGTERM stops it cleanly");
+    // With nothing listening there, the HEALTHCHECK fails.
+    assert!(
+        !healthcheck(&image, 9090, admin).0,
+        "a HEALTHCHECK that cannot fail"
+    );
+    eprintln!(
+        "deploy/container/Dockerfile replayed and served in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// deploy/container/Dockerfile.tenants: a repository of a tenants file and its projects, each
+/// built in the build stage, served by `run --tenants` by host, with the same probes.
+#[test]
+fn the_tenants_recipe_builds_every_project_and_serves_them_by_host() {
+    const TEST: &str = "the_tenants_recipe_builds_every_project_and_serves_them_by_host";
+    let Some(tools) = crate::wheel::tools(TEST) else {
+        return;
+    };
+    let wheel = crate::wheel::wheel(&tools);
+    let started = Instant::now();
+    let stages = dockerfile_at("deploy/container/Dockerfile.tenants");
+    let context = tempfile::tempdir().unwrap();
+    support::files::copy_tree(
+        &workspace().join("examples/hello"),
+        &context.path().join("sites/hello"),
+        &[".packages", ".cache", ".data", "__pycache__"],
+    );
+    // Not a project (no routes/): skipped by the build loop.
+    fs::create_dir_all(context.path().join("sites/shared")).unwrap();
+    fs::write(
+        context.path().join("tenants.toml"),
+        "[tenant.hello]\nhosts = [\"hello.test\"]\nproject = \"sites/hello\"\ndata_dir = \".data/hello\"\n",
+    )
+    .unwrap();
+    let args = app_context(&wheel, context.path());
+    let (image, steps) = build_image(&stages, context.path(), &args);
+    eprintln!("{steps}");
+    assert_runtime_basics(&image, "/srv/tenants/.data");
+    assert!(
+        image
+            .path("/srv/tenants/sites/hello/.cache/bundle.bin")
+            .is_file(),
+        "{steps}"
+    );
+    let cmd = image.cmd.clone().unwrap();
+    assert!(
+        cmd.windows(2)
+            .any(|w| w[0] == "--tenants" && w[1] == "/srv/tenants/tenants.toml"),
+        "{cmd:?}"
+    );
+
+    let server = Container::start(&image);
+    let (status, body) = until_ok(&server.url("/"), Some("hello.test"));
+    assert_eq!(status, 200, "{body}\n{}", server.log());
+    let unknown = client()
+        .get(server.url("/"))
+        .header("host", "other.test")
+        .send()
+        .unwrap();
+    assert_eq!(unknown.status(), 404);
+    let (status, body) = until_ok(&server.admin_url("/readyz"), None);
+    assert_eq!(status, 200, "{body}");
+    let (passed, said) = server.healthcheck(&image, 9090);
+    assert!(passed, "HEALTHCHECK failed: {said}\n{}", server.log());
+    assert!(
+        image.path("/srv/tenants/.data/hello").is_dir(),
+        "the tenant's data folder is on the volume"
+    );
+    assert_eq!(server.stop(), Some(0));
+    eprintln!(
+        "deploy/container/Dockerfile.tenants replayed and served in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+#[test]
+fn the_recipes_dockerignore_keeps_the_project_and_its_wheel_and_leaves_out_local_state() {
+    let ignore = Ignore::load_from("deploy/container/.dockerignore");
+    for left_out in [
+        ".git/HEAD",
+        ".data/db.sqlite3",
+        ".cache/bundle.bin",
+        ".packages/jwt/__init__.py",
+        "sites/acme/.data/kv.sqlite3",
+        "sites/acme/.cache/manifest.json",
+        ".venv/bin/python",
+        "routes/__pycache__/index.cpython-312.pyc",
+    ] {
+        assert!(ignore.excludes(left_out), "{left_out} is in the context");
+    }
+    for kept in [
+        "Dockerfile",
+        "config.py",
+        "routes/index.py",
+        "public/robots.txt",
+        "migrations/0001_notes.sql",
+        "alembic/env.py",
+        "requirements.txt",
+        "tenants.toml",
+        "sites/acme/routes/index.py",
+        "dist/filerouter-0.1.0-py3-none-manylinux_2_34_x86_64.whl",
     ] {
         assert!(!ignore.excludes(kept), "{kept} is left out of the context");
     }

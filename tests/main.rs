@@ -20,6 +20,7 @@ mod environment;
 mod errors;
 mod fleet;
 mod handlers;
+mod helm;
 mod hostile;
 mod hostile_admin;
 mod hostile_data;

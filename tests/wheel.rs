@@ -22,7 +22,7 @@ const PYTEST: &str = "pytest==9.2.0";
 const MYPY: &str = "mypy==2.4.1";
 
 /// The tools' venv (maturin, uv, pipx), or None after reporting it missing.
-fn tools(test: &str) -> Option<PathBuf> {
+pub(crate) fn tools(test: &str) -> Option<PathBuf> {
     match python_venv() {
         Ok(venv) => Some(venv),
         Err(e) => {
@@ -32,8 +32,9 @@ fn tools(test: &str) -> Option<PathBuf> {
     }
 }
 
-/// The wheel, built once per run of this file into `target/wheel-test/dist`.
-fn wheel(tools: &Path) -> PathBuf {
+/// The wheel, built once per run of the suite into `target/wheel-test/dist` (tests/container.rs
+/// installs it too, as the recipes of `deploy/container/` do).
+pub(crate) fn wheel(tools: &Path) -> PathBuf {
     static WHEEL: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let built = WHEEL.get_or_init(|| {
         let dist = workspace().join("target/wheel-test/dist");
