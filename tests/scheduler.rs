@@ -196,7 +196,7 @@ fn no_more_than_workers_requests_run_at_once() {
 
             def GET(request):
                 running = kv.incr("running")
-                time.sleep(0.5)
+                time.sleep(2)
                 kv.incr("running", -1)
                 return {"running": running}
             "#,
@@ -204,6 +204,9 @@ fn no_more_than_workers_requests_run_at_once() {
         ("config.py", "server = {'workers': 2}\n"),
     ]);
     let server = Server::dev(&project);
+    // Started at once, each request sleeps long enough that two overlap even when a busy
+    // machine staggers their starts (and dev's background snapshot is not competing).
+    server.wait_for_snapshot();
     let answers = burst(&server, "/slow", 6);
     let most = answers
         .iter()
