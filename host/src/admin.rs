@@ -175,7 +175,47 @@ async fn respond(admin: &Admin, request: Request<Incoming>, _peer: SocketAddr) -
                 ),
             }
         }
+        path if path.starts_with("/tenants/") && admin.tenants.is_some() => {
+            tenant_traces(admin, &request, path).await
+        }
         _ => response::json(StatusCode::NOT_FOUND, r#"{"detail":"Not Found"}"#),
+    }
+}
+
+/// `GET /tenants/NAME/traces[/ID]`: a tenant's traces, for a client that shows that tenant's
+/// `traces_token` (`Authorization: Bearer TOKEN`): a tenant only ever sees its own.
+async fn tenant_traces(admin: &Admin, request: &Request<Incoming>, path: &str) -> Response<Body> {
+    let not_found = || response::json(StatusCode::NOT_FOUND, r#"{"detail":"Not Found"}"#);
+    let Some(tenants) = &admin.tenants else {
+        return not_found();
+    };
+    let rest = &path["/tenants/".len()..];
+    let (name, rest) = rest.split_once('/').unwrap_or((rest, ""));
+    let id = match rest {
+        "traces" => None,
+        rest => match rest.strip_prefix("traces/") {
+            Some(id) => Some(id),
+            None => return not_found(),
+        },
+    };
+    let token = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match tenants.traces(name, token) {
+        Some(store) => traces(store, id).await,
+        None => {
+            let mut refused = response::json(
+                StatusCode::UNAUTHORIZED,
+                r#"{"detail":"This tenant's traces_token is needed (Authorization: Bearer TOKEN)"}"#,
+            );
+            refused.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+            refused
+        }
     }
 }
 

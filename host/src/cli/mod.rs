@@ -175,7 +175,8 @@ pub struct RunArgs {
     /// Record every request's clocks, randomness and host calls; keep the traces of 5xx
     /// answers (and --record-sample of the others) in the data folder's traces/ (a tenant's in
     /// its own), listed and fetched on the admin address, replayed by `filerouter replay`.
-    #[arg(long)]
+    /// With --tenants: `record = true` in a tenant's section instead.
+    #[arg(long, conflicts_with = "tenants")]
     pub record: bool,
     /// The fraction (0 to 1) of requests that did not answer 5xx whose traces are kept too
     /// [default: 0].

@@ -67,6 +67,15 @@ impl Tap {
         }
     }
 
+    /// The response went out before the call ended (background tasks run after it): it is
+    /// the request's outcome, whatever the call returns at its end.
+    pub fn responded(&self, outcome: Outcome) {
+        match self {
+            Tap::Record(recording) => recording.responded(outcome),
+            Tap::Replay(replaying) => replaying.responded(outcome),
+        }
+    }
+
     /// How the call ended (the recording decides whether to keep its trace).
     pub fn finish(&self, outcome: Outcome) {
         match self {

@@ -145,6 +145,8 @@ struct Recorded {
     bytes: usize,
     truncated: bool,
     finished: bool,
+    /// The response sent before the call ended (`background.respond`).
+    responded: Option<Outcome>,
 }
 
 impl Recorded {
@@ -230,9 +232,20 @@ impl Recording {
         .insecure_random_seed(self.seed);
     }
 
-    /// The request ended with `outcome`: its trace is kept if it answered 5xx, or if the
-    /// sample says so. Once; later calls do nothing.
+    /// The response went out early (background tasks run after it): the request's outcome.
+    pub fn responded(&self, outcome: Outcome) {
+        self.with(|state, _| {
+            state.responded.get_or_insert(outcome);
+        });
+    }
+
+    /// The request ended with `outcome` (or the response sent before, if any): its trace is
+    /// kept if it answered 5xx, or if the sample says so. Once; later calls do nothing.
     pub fn finish(&self, outcome: Outcome) {
+        let outcome = self
+            .with(|state, _| state.responded.clone())
+            .flatten()
+            .unwrap_or(outcome);
         let settings = &self.recorder.settings;
         let keep = outcome.status() >= 500
             || (settings.sample > 0.0

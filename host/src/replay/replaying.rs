@@ -55,6 +55,8 @@ struct Cursor {
     random: usize,
     insecure_random: usize,
     divergence: Option<Divergence>,
+    /// The response sent before the call ended (`background.respond`).
+    responded: Option<Outcome>,
 }
 
 impl Replaying {
@@ -226,9 +228,18 @@ impl Replaying {
         }
     }
 
-    /// How the run ended; [`Replaying::ended`] answers from now on.
+    /// The response went out early (background tasks run after it): the run's outcome.
+    pub fn responded(&self, outcome: Outcome) {
+        if let Ok(mut cursor) = self.state.lock() {
+            cursor.responded.get_or_insert(outcome);
+        }
+    }
+
+    /// How the run ended (or the response it sent before); [`Replaying::ended`] answers from
+    /// now on.
     pub fn finish(&self, outcome: Outcome) {
-        self.ended.send_replace(Some(outcome));
+        let early = self.state.lock().ok().and_then(|c| c.responded.clone());
+        self.ended.send_replace(Some(early.unwrap_or(outcome)));
     }
 
     /// Wait for the run's end (background tasks included): its outcome.
@@ -308,5 +319,120 @@ impl TryRng for Random {
     fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Infallible> {
         self.replaying.draw(self.secure, dst);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::replay::tape::{Bytes, Call, FORMAT, Request};
+
+    fn tape(calls: Vec<Call>) -> Tape {
+        Tape {
+            format: FORMAT,
+            id: "0".repeat(32),
+            filerouter_version: "test".into(),
+            bundle: "b".repeat(64),
+            tenant: None,
+            recorded_at: "2026-01-01T00:00:00Z".into(),
+            request: Request {
+                method: "GET".into(),
+                path: "/".into(),
+                query: String::new(),
+                headers: Vec::new(),
+                body: Bytes::default(),
+                client: None,
+            },
+            target: json!("Host"),
+            redacted_headers: Vec::new(),
+            environment: Vec::new(),
+            insecure_seed: "0".into(),
+            wall_clock: vec![10, 20],
+            monotonic_clock: Vec::new(),
+            random: "AQIDBA==".into(),
+            insecure_random: String::new(),
+            calls,
+            outcome: Outcome::response(200, b""),
+            truncated: false,
+        }
+    }
+
+    fn call(name: &str, args: Value, answer: Value) -> Call {
+        Call {
+            call: name.into(),
+            args,
+            answer: Answer::Value(answer),
+        }
+    }
+
+    #[test]
+    fn answers_in_order_and_names_the_first_divergence() {
+        let replaying = Replaying::new(
+            tape(vec![
+                call("kv.get", json!(["a"]), json!({"Ok": "1"})),
+                call("kv.get", json!(["b"]), json!({"Ok": null})),
+            ]),
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            replaying.next("kv.get", &json!(["a"])).unwrap(),
+            Answer::Value(json!({"Ok": "1"}))
+        );
+        let divergence = replaying.next("kv.get", &json!(["c"])).unwrap_err();
+        assert_eq!(
+            divergence.to_string(),
+            r#"divergence at call 2: the run asked kv.get(["c"]), the trace recorded kv.get(["b"])"#
+        );
+        // The first one stays, whatever comes after.
+        assert_eq!(
+            replaying.next("kv.get", &json!(["b"])),
+            Err(divergence.clone())
+        );
+        assert_eq!(replaying.divergence(), Some(divergence));
+    }
+
+    #[test]
+    fn a_call_past_the_trace_and_a_call_never_asked_are_divergences() {
+        let replaying = Replaying::new(tape(vec![]), false).unwrap();
+        let past = replaying.next("sql.open", &json!(["app.db"])).unwrap_err();
+        assert_eq!(past.recorded, "no more calls (it holds 0)");
+        let replaying = Replaying::new(
+            tape(vec![call("kv.get", json!(["a"]), json!({"Ok": null}))]),
+            false,
+        )
+        .unwrap();
+        let unasked = replaying.unasked().unwrap();
+        assert_eq!(unasked.number, 1);
+        assert_eq!(unasked.recorded, r#"kv.get(["a"])"#);
+    }
+
+    #[test]
+    fn clocks_and_random_bytes_are_served_as_recorded_then_diverge_unless_lenient() {
+        let strict = Replaying::new(tape(vec![]), false).unwrap();
+        assert_eq!((strict.clock(true), strict.clock(true)), (10, 20));
+        let mut bytes = [0; 4];
+        strict.draw(true, &mut bytes);
+        assert_eq!(bytes, [1, 2, 3, 4]);
+        assert!(strict.divergence().is_none());
+        strict.draw(true, &mut bytes);
+        assert_eq!(bytes, [0; 4]);
+        let divergence = strict.divergence().unwrap();
+        assert_eq!(divergence.asked, "8 random bytes");
+        assert_eq!(divergence.recorded, "4 random bytes");
+
+        let lenient = Replaying::new(tape(vec![]), true).unwrap();
+        assert_eq!(
+            (
+                lenient.clock(true),
+                lenient.clock(true),
+                lenient.clock(true)
+            ),
+            (10, 20, 1020)
+        );
+        lenient.draw(true, &mut [0; 64]);
+        assert!(lenient.divergence().is_none());
     }
 }

@@ -516,10 +516,8 @@ impl outbound::Host for CallState {
         call: u32,
         max: u32,
     ) -> wasmtime::Result<Result<Vec<u8>, outbound::Error>> {
-        let tap = taped!(self, "outbound.read", (call, max));
-        let read = self.outbound_read(call, max).await.map(Bytes);
-        tap.end(self, Ok(read))
-            .map(|read| read.map(|bytes| bytes.0))
+        let read = self.outbound_read_taped(call, max).await?;
+        Ok(read.map(|bytes| bytes.0))
     }
 
     async fn close(&mut self, call: u32) -> wasmtime::Result<()> {
@@ -530,6 +528,17 @@ impl outbound::Host for CallState {
 }
 
 impl CallState {
+    /// `outbound.read`, taped with the body as [`Bytes`].
+    async fn outbound_read_taped(
+        &mut self,
+        call: u32,
+        max: u32,
+    ) -> wasmtime::Result<Result<Bytes, outbound::Error>> {
+        let tap = taped!(self, "outbound.read", (call, max));
+        let read = self.outbound_read(call, max).await.map(Bytes);
+        tap.end(self, Ok(read))
+    }
+
     /// This call's outbound session; the server's own calls (route inspection, `config.py`,
     /// the build) have none.
     fn outbound_session(&mut self) -> Result<&mut crate::outbound::Session, outbound::Error> {
@@ -617,6 +626,11 @@ impl background::Host for CallState {
     /// Hands a request's response to [`super::Sandbox::handle`], which answers with it while
     /// the call goes on to run the background tasks.
     fn respond(&mut self, response: HttpResponse) -> bool {
+        // Taped: this is the response the client gets, not the call's own return.
+        if let Some(tap) = self.tap() {
+            let early = crate::replay::Outcome::response(response.status, &response.body);
+            tap.responded(early);
+        }
         match self.early.take() {
             Some(sender) => sender.send(super::Early::Response(response)).is_ok(),
             None => false,
