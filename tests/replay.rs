@@ -6,7 +6,8 @@
 //!   replayed from a folder with only `.cache/`: the same IntegrityError, traceback and line;
 //! - a request that read the clocks, random numbers (`random`, `uuid4`, `os.urandom`), a row
 //!   another request then deleted, kv, two concurrent outbound calls to a service that has
-//!   since gone away, and that left a background task: its body replayed byte for byte; a
+//!   since gone away, and that left a background task: its body replayed byte for byte (the
+//!   operator's value is sent in a header, not returned: a replay gets `[NAME]` instead); a
 //!   request past its time limit replays as the same 504; no operator value, redacted header
 //!   or cookie appears in any trace file;
 //! - the route changed: `--source` names the first divergence (call number, what was asked,
@@ -208,7 +209,6 @@ fn mixed_project(remote: &Remote) -> Project {
                     "count": count,
                     "slow": slow.status_code,
                     "quick": quick.json()["query"],
-                    "token": len(token),
                 }
             "#,
         ),
