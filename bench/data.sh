@@ -5,6 +5,8 @@
 #
 #   bench/data.sh                                          # builds this checkout, then measures
 #   FILEROUTER_BIN=target/release/filerouter bench/data.sh # an existing binary (no cargo build)
+#   FILEROUTER_BASE=/path/to/older/filerouter bench/data.sh # that binary too, in the same run
+#   BACKEND=postgres bench/data.sh                         # on Postgres, against FastAPI + psycopg
 #
 # Two endpoints: GET /posts/1 (one row by primary key) and POST /posts (one INSERT, committed;
 # a wrk Lua script sends a unique title per request, so UNIQUE never fails). Every server and
@@ -14,7 +16,17 @@
 # wrk -t1 -c$CONNS -d$DURATION on loopback; before and after each, /proc/PID/stat of the server
 # and its descendants gives CPU time (utime + stime, SQLite's included: it runs in the server's
 # threads), divided by the requests wrk completed. The median run is printed.
-# Knobs: DURATION (10s), CONNS (8), RUNS (3), WARMUP (2s), FILEROUTER_BIN.
+#
+# A third endpoint, GET /ping (a route that returns a constant, added to the copies measured),
+# shows what any request costs, so that the rows above it show what the database part adds.
+#
+# BACKEND=postgres: the same on a throwaway cluster of Debian's Postgres (as bench/orm.sh): for
+# filerouter, `run --database-url` on a new database per server and endpoint, with a
+# `0001_posts.postgres.sql` beside the migration and without the blog's `PRAGMA foreign_keys`
+# (a SQLite statement); against bench/peer/blog_psycopg.py (FastAPI + psycopg 3 and its pool,
+# one uvicorn worker) on the same tables. Postgres's own CPU is then shown beside the server's.
+# Knobs: DURATION (10s), CONNS (8), RUNS (3), WARMUP (2s), FILEROUTER_BIN, FILEROUTER_BASE,
+# BACKEND (sqlite).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
@@ -22,11 +34,16 @@ DURATION="${DURATION:-10s}"
 CONNS="${CONNS:-8}"
 RUNS="${RUNS:-3}"
 WARMUP="${WARMUP:-2s}"
+BACKEND="${BACKEND:-sqlite}"
 PORT=8761
+PGPORT=8762
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
 if [ ! -x bench/.venv/bin/uvicorn ]; then
   python3 -m venv bench/.venv
   bench/.venv/bin/pip install --quiet --disable-pip-version-check -r bench/peer/requirements.txt
+fi
+if [ "$BACKEND" = postgres ] && ! bench/.venv/bin/python -c "import psycopg_pool" 2>/dev/null; then
+  bench/.venv/bin/pip install --quiet --disable-pip-version-check "psycopg[binary]==3.3.2" "psycopg-pool==3.2.6"
 fi
 if [ -n "${FILEROUTER_BIN:-}" ]; then
   BIN="$(realpath "$FILEROUTER_BIN")"
@@ -36,14 +53,83 @@ else
 fi
 export FILEROUTER_CACHE_DIR="${FILEROUTER_CACHE_DIR:-$ROOT/target/filerouter-cache}"
 OUT="$(mktemp -d)"
+chmod 755 "$OUT"
 SERVER=""
-cleanup() { [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null; rm -rf "$OUT"; }
+PG=""
+cleanup() {
+  [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null
+  [ -n "$PG" ] && su postgres -c "$PG/pg_ctl -D $OUT/pg -m immediate stop" >/dev/null 2>&1
+  rm -rf "$OUT"
+}
 trap cleanup EXIT
 
-# A build cache of a copy of examples/blog (without its .data/ and .cache/).
-mkdir "$OUT/blog"
-cp -r examples/blog/config.py examples/blog/migrations examples/blog/routes "$OUT/blog/"
-"$BIN" build --project "$OUT/blog" >/dev/null 2>&1
+# The tables on Postgres (filerouter's migration variant; the psycopg peer gets the same).
+cat > "$OUT/0001_posts.postgres.sql" <<'EOF'
+CREATE TABLE posts (
+    id         SERIAL PRIMARY KEY,
+    title      TEXT NOT NULL UNIQUE,
+    body       TEXT NOT NULL DEFAULT '',
+    created_at TEXT NOT NULL DEFAULT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+);
+
+CREATE TABLE comments (
+    id         SERIAL PRIMARY KEY,
+    post_id    INTEGER NOT NULL REFERENCES posts (id) ON DELETE CASCADE,
+    author     TEXT NOT NULL,
+    body       TEXT NOT NULL,
+    created_at TEXT NOT NULL DEFAULT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+);
+EOF
+
+# A build cache of a copy of examples/blog (without its .data/ and .cache/) per binary, with
+# GET /ping added (and on Postgres, its migration variant, and no PRAGMA).
+project() { # folder binary
+  mkdir "$1"
+  cp -r examples/blog/config.py examples/blog/migrations examples/blog/routes "$1/"
+  mkdir "$1/routes/ping"
+  printf 'def GET():\n    return {"ok": True}\n' > "$1/routes/ping/route.py"
+  if [ "$BACKEND" = postgres ]; then
+    cp "$OUT/0001_posts.postgres.sql" "$1/migrations/"
+    sed -i '/PRAGMA foreign_keys/d' "$1/routes/_lib/db.py"
+  fi
+  "$2" build --project "$1" >/dev/null 2>&1
+}
+project "$OUT/blog" "$BIN"
+if [ -n "${FILEROUTER_BASE:-}" ]; then
+  BASE="$(realpath "$FILEROUTER_BASE")"
+  project "$OUT/blog-base" "$BASE"
+fi
+
+# The FastAPI peers with GET /ping added.
+cat > "$OUT/peer_sqlite.py" <<'EOF'
+from fastapi_app import app
+
+
+@app.get("/ping")
+def ping():
+    return {"ok": True}
+EOF
+sed 's/fastapi_app/blog_psycopg/' "$OUT/peer_sqlite.py" > "$OUT/peer_postgres.py"
+
+# Postgres, for BACKEND=postgres: a throwaway cluster as in bench/orm.sh.
+if [ "$BACKEND" = postgres ]; then
+  PG="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)"
+  [ -n "$PG" ] || { echo "BACKEND=postgres needs Debian's postgresql" >&2; exit 1; }
+  mkdir "$OUT/pg" && chown postgres "$OUT/pg"
+  su postgres -c "$PG/initdb -D $OUT/pg -U postgres --auth=trust" >/dev/null
+  su postgres -c "$PG/pg_ctl -D $OUT/pg -o '-p $PGPORT -k $OUT/pg -c listen_addresses=127.0.0.1' -l $OUT/pg/log start" >/dev/null
+fi
+psql() { command psql -q -h 127.0.0.1 -p "$PGPORT" -U postgres "$@"; }
+k=0
+new_database() { # name: a role and a database of that name; prints its URL
+  psql -c "CREATE ROLE $1 LOGIN CREATEROLE PASSWORD 'bench'" >/dev/null
+  psql -c "CREATE DATABASE $1 OWNER $1" >/dev/null
+  echo "postgres://$1:bench@127.0.0.1:$PGPORT/$1"
+}
+pg_ticks() { # CPU ticks of the Postgres server's processes
+  [ -n "$PG" ] || { echo 0; return; }
+  cpu_ticks "$(head -n 1 "$OUT/pg/postmaster.pid")"
+}
 
 # POST /posts with the title "<prefix>-<thread>-<n>": unique across threads and wrk runs.
 cat > "$OUT/post.lua" <<'EOF'
@@ -89,11 +175,19 @@ load() { # endpoint duration tag
 
 measure() { # label command... ; each endpoint gets a server on a fresh database
   local label="$1"; shift
-  local endpoint k=0
-  for endpoint in "GET /posts/1" "POST /posts"; do
+  local endpoint
+  for endpoint in "GET /ping" "GET /posts/1" "POST /posts"; do
     k=$((k + 1))
     local data="$OUT/data-$label-$k"
-    if [[ "$label" == filerouter* ]]; then
+    if [ "$BACKEND" = postgres ]; then
+      data="$(new_database "bench$k")"
+      if [[ "$label" == filerouter* ]]; then
+        start "$@" --database-url "$data" --migrate
+      else
+        psql -d "bench$k" -U "bench$k" -f "$OUT/0001_posts.postgres.sql" >/dev/null
+        start env BLOG_PG="postgresql://${data#postgres://}" "$@"
+      fi
+    elif [[ "$label" == filerouter* ]]; then
       start "$@" --data-dir "$data" --migrate
     else
       mkdir -p "$data"
@@ -104,14 +198,14 @@ measure() { # label command... ; each endpoint gets a server on a fresh database
     curl -fs -o /dev/null "http://127.0.0.1:$PORT/posts/1"
     load "$endpoint" "$WARMUP" warmup >/dev/null
     for i in $(seq "$RUNS"); do
-      local t0 t1 n rps errors
-      t0="$(cpu_ticks "$SERVER")"
+      local t0 t1 p0 p1 n rps errors
+      t0="$(cpu_ticks "$SERVER")"; p0="$(pg_ticks)"
       load "$endpoint" "$DURATION" "run$i" > "$OUT/wrk.txt"
-      t1="$(cpu_ticks "$SERVER")"
+      t1="$(cpu_ticks "$SERVER")"; p1="$(pg_ticks)"
       n="$(awk '/requests in/{print $1}' "$OUT/wrk.txt")"
       rps="$(awk '/Requests\/sec/{print $2}' "$OUT/wrk.txt")"
       errors="$(awk '/Non-2xx/{n+=$NF} /Socket errors/{gsub(/,/,""); n+=$4+$6+$8+$10} END{print n+0}' "$OUT/wrk.txt")"
-      echo "$label ${endpoint// /_} $n $rps $((t1 - t0)) $errors"
+      echo "$label ${endpoint// /_} $n $rps $((t1 - t0)) $((p1 - p0)) $errors"
     done
     stop
   done
@@ -119,23 +213,33 @@ measure() { # label command... ; each endpoint gets a server on a fresh database
 
 {
   measure "filerouter-run" "$BIN" run --project "$OUT/blog" --port "$PORT"
-  measure "fastapi-1-worker" "$ROOT/bench/.venv/bin/uvicorn" fastapi_app:app \
-    --app-dir "$ROOT/examples/blog" --port "$PORT" --log-level warning
+  if [ -n "${BASE:-}" ]; then
+    measure "filerouter-base" "$BASE" run --project "$OUT/blog-base" --port "$PORT"
+  fi
+  if [ "$BACKEND" = postgres ]; then
+    measure "fastapi-1-worker" env PYTHONPATH="$ROOT/bench/peer" "$ROOT/bench/.venv/bin/uvicorn" \
+      peer_postgres:app --app-dir "$OUT" --port "$PORT" --log-level warning
+  else
+    measure "fastapi-1-worker" env PYTHONPATH="$ROOT/examples/blog" "$ROOT/bench/.venv/bin/uvicorn" \
+      peer_sqlite:app --app-dir "$OUT" --port "$PORT" --log-level warning
+  fi
 } > "$OUT/raw.txt"
 
-python3 - "$OUT/raw.txt" "$(getconf CLK_TCK)" "$CONNS" "$DURATION" "$RUNS" <<'PY'
+python3 - "$OUT/raw.txt" "$(getconf CLK_TCK)" "$CONNS" "$DURATION" "$RUNS" "$BACKEND" <<'PY'
 import statistics, sys
-raw, ticks, conns, duration, runs = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
+raw, ticks, conns, duration, runs, backend = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
 rows = {}
 for line in open(raw):
-    label, endpoint, n, rps, cpu, errors = line.split()
+    label, endpoint, n, rps, cpu, pg, errors = line.split()
     rows.setdefault((label, endpoint.replace("_", " ")), []).append(
-        (float(rps), int(cpu) / ticks * 1000 / int(n), int(errors)))
-print(f"examples/blog, wrk -t1 -c{conns} -d{duration}, median of {runs} runs")
+        (float(rps), int(cpu) / ticks * 1000 / int(n), int(pg) / ticks * 1000 / int(n), int(errors)))
+print(f"examples/blog on {backend}, wrk -t1 -c{conns} -d{duration}, median of {runs} runs")
 print()
-print("| server | endpoint | req/s | CPU ms / request | errors |")
-print("|---|---|---|---|---|")
+pg = backend == "postgres"
+print("| server | endpoint | req/s | CPU ms / request |" + (" Postgres's CPU ms / request |" if pg else "") + " errors |")
+print("|---|---|---|---|" + ("---|" if pg else "") + "---|")
 for (label, endpoint), measured in rows.items():
     med = lambda i: statistics.median(r[i] for r in measured)
-    print(f"| {label} | {endpoint} | {med(0):,.0f} | {med(1):.3f} | {sum(r[2] for r in measured)} |")
+    extra = f" {med(2):.3f} |" if pg else ""
+    print(f"| {label} | {endpoint} | {med(0):,.0f} | {med(1):.3f} |{extra} {sum(r[3] for r in measured)} |")
 PY

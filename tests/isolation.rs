@@ -18,8 +18,14 @@ use std::{collections::BTreeSet, sync::Mutex, thread};
 use serde_json::Value;
 use support::{Project, Server, client, json};
 
-const SEQUENTIAL: usize = 1_000;
-const CONCURRENT: usize = 1_000;
+/// Requests one after the other, then at once from [`THREADS`] clients; times
+/// `FILEROUTER_HUNT_SCALE` (`bench/hunt.sh` hunts longer).
+fn sequential() -> usize {
+    support::hunt(500)
+}
+fn concurrent() -> usize {
+    support::hunt(496)
+}
 const THREADS: usize = 8;
 
 const PROBE: &str = r#"
@@ -179,7 +185,7 @@ fn hunt_leftovers(mode: &str) -> (Project, Server) {
     };
     let http = client();
     // Sequential: every request follows the one before it, mostly on the same slot.
-    for token in 0..SEQUENTIAL {
+    for token in 0..sequential() {
         let answer = probe(&http, &server, token, token % 50 == 49);
         expect.check(&answer, token);
     }
@@ -190,8 +196,8 @@ fn hunt_leftovers(mode: &str) -> (Project, Server) {
             let (server, expect, tokens) = (&server, &expect, &tokens);
             scope.spawn(move || {
                 let http = client();
-                for i in 0..CONCURRENT / THREADS {
-                    let token = SEQUENTIAL + t * (CONCURRENT / THREADS) + i;
+                for i in 0..concurrent() / THREADS {
+                    let token = sequential() + t * (concurrent() / THREADS) + i;
                     let answer = probe(&http, server, token, i % 40 == 39);
                     expect.check(&answer, token);
                     tokens.lock().unwrap().insert(token);
@@ -199,7 +205,7 @@ fn hunt_leftovers(mode: &str) -> (Project, Server) {
             });
         }
     });
-    assert_eq!(tokens.lock().unwrap().len(), CONCURRENT);
+    assert_eq!(tokens.lock().unwrap().len(), concurrent());
     (project, server)
 }
 

@@ -62,7 +62,11 @@ def GET(request, token: str):
 "#;
 
 const TENANTS: [&str; 3] = ["ant", "bee", "cat"];
-const ROUNDS: usize = 400;
+/// Rounds of five requests in turn (and half as many per tenant at once); times
+/// `FILEROUTER_HUNT_SCALE` (`bench/hunt.sh` hunts longer).
+fn rounds() -> usize {
+    support::hunt(200)
+}
 
 /// The three tenants' projects, each built by the real `filerouter build`.
 fn projects() -> Vec<(&'static str, PathBuf)> {
@@ -141,7 +145,7 @@ fn tenants_take_turns_on_two_slots(scan: &str) {
     // In turn: most requests follow another tenant's (their slot is switched to them), some
     // follow their own tenant's (their slot is reset and kept warm).
     let mut token = 0;
-    for _ in 0..ROUNDS {
+    for _ in 0..rounds() {
         for tenant in [TENANTS[0], TENANTS[0], TENANTS[1], TENANTS[1], TENANTS[2]] {
             probe(&http, &address, tenant, token, &mut baselines);
             token += 1;
@@ -156,7 +160,7 @@ fn tenants_take_turns_on_two_slots(scan: &str) {
                 let (address, mut mine) = (&address, baselines.clone());
                 scope.spawn(move || {
                     let http = client(Duration::from_secs(30));
-                    for i in 0..ROUNDS / 2 {
+                    for i in 0..rounds() / 2 {
                         probe(&http, address, tenant, 100_000 * (n + 1) + i, &mut mine);
                     }
                     mine
@@ -184,7 +188,7 @@ fn tenants_take_turns_on_two_slots(scan: &str) {
         "filerouter_memory_slots_given_total{slot=\"created\"}",
     );
     assert!(
-        switched > ROUNDS as f64,
+        switched > rounds() as f64,
         "only {switched} switches:\n{text}"
     );
     assert!(created <= 4.0, "{created} slots made:\n{text}");

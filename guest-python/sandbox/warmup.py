@@ -72,3 +72,62 @@ def packages():
             orm.configure_mappers()
         except Exception:  # noqa: BLE001
             pass
+
+
+def database():
+    """The `sqlite3` module's request path, `ROUNDS` times, into the snapshot as `run` puts the
+    request path there: connect, `row_factory = sqlite3.Row`, a PRAGMA, a read by primary key
+    fetched into a `Row` and a dict, an INSERT committed by `with conn:`, close. There is no
+    database at build time: the `sql` interface's functions are stood in for meanwhile by ones
+    that answer with the interface's own records (so the bytecode is specialized for the types
+    a request sees), and put back after; every connection made here is closed before that, so
+    no finalizer can reach the real host later. Measured on `GET /posts/1` of examples/blog in
+    `filerouter run`: see bench/README.md."""
+    import sqlite3
+
+    from wit_world.imports import sql
+
+    names = ("open", "execute", "execute_many", "commit", "rollback", "close")
+    real = {name: getattr(sql, name) for name in names}
+    columns = ["id", "title", "body", "created_at"]
+    row = [sql.Value_Integer(1), sql.Value_Text("title"), sql.Value_Text("body"), sql.Value_Null()]
+
+    def execute(handle, statement, params, begin):
+        read = statement.lstrip()[:6].upper() in ("SELECT", "INSERT")
+        return sql.Outcome(
+            columns=columns if read else [],
+            rows=[list(row)] if read else [],
+            changes=1 if begin is not None else -1,
+            last_row_id=1 if begin is not None else None,
+            in_transaction=begin is not None,
+        )
+
+    stand_ins = {
+        "open": lambda database: 0,
+        "execute": execute,
+        "execute_many": lambda handle, statement, params, begin: execute(handle, statement, params, begin),
+        "commit": lambda handle: None,
+        "rollback": lambda handle: None,
+        "close": lambda handle: None,
+    }
+    made = []
+    for name in names:
+        setattr(sql, name, stand_ins[name])
+    try:
+        for _ in range(ROUNDS):
+            conn = sqlite3.connect("app.db")
+            made.append(conn)
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA foreign_keys = ON")
+            found = conn.execute("SELECT * FROM posts WHERE id = ?", (1,)).fetchone()
+            dict(found)
+            found["title"]
+            with conn:
+                conn.execute("INSERT INTO posts (title, body) VALUES (?, ?) RETURNING *", ("t", "b")).fetchone()
+            conn.execute("SELECT id, title FROM posts LIMIT ? OFFSET ?", (10, 0)).fetchall()
+            conn.close()
+    finally:
+        for conn in made:
+            conn.close()
+        for name in names:
+            setattr(sql, name, real[name])

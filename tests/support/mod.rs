@@ -424,6 +424,22 @@ pub fn run_with_env(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> (i32, St
 }
 
 /// Poll `check` until it returns true or `timeout` passes.
+/// `n` requests of a test that hunts for leftovers between requests, times
+/// `FILEROUTER_HUNT_SCALE` (a whole number, default 1): the suite keeps each hunt to a minute of
+/// CPU, and `bench/hunt.sh` runs the same tests ten times longer.
+pub fn hunt(n: usize) -> usize {
+    let scale = std::env::var("FILEROUTER_HUNT_SCALE")
+        .ok()
+        .map(|s| {
+            s.parse::<usize>()
+                .ok()
+                .filter(|&k| k > 0)
+                .unwrap_or_else(|| panic!("FILEROUTER_HUNT_SCALE={s}: a whole number from 1"))
+        })
+        .unwrap_or(1);
+    n * scale
+}
+
 pub fn eventually(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;
     while Instant::now() < deadline {

@@ -16,7 +16,10 @@ pub fn run(command: PackagesCommand) -> anyhow::Result<()> {
             let installer = Installer::pick(args.installer.as_deref(), args.python.as_deref())?;
             // What is left out for the sandbox, or built from source, is said before the
             // install starts (building from source can take a while).
-            let dists = packages::install(&root, &installer, &mut |note| eprintln!("{note}"))?;
+            // The installer's own cache, inside filerouter's cache folder (see `packages`).
+            let cache = crate::sandbox::artifacts::cache_dir().join("installers");
+            let dists =
+                packages::install(&root, &installer, &cache, &mut |note| eprintln!("{note}"))?;
             println!(
                 "installed {} package{} into {}:",
                 dists.len(),

@@ -6,11 +6,13 @@
 //! the request's deadline (at most [`BUSY_WAIT`]). A [`Connection`] is checked out of the
 //! [`Store`]'s pool for one request and goes back when the request drops it: rolled back, its
 //! per-connection PRAGMAs reset ([`RESET_PRAGMAS`]); a connection that holds temporary tables
-//! is closed instead, so nothing of one request reaches the next. Everything here blocks: call
-//! it on a blocking thread.
+//! is closed instead, so nothing of one request reaches the next. Everything here may block:
+//! call it on a database thread ([`threads`]), except [`Store::checkout_idle`] and
+//! [`Connection::execute_here`], which never wait (see there) and so run where the request's
+//! guest runs.
 
 use std::{
-    cell::RefCell,
+    cell::{Cell, RefCell},
     path::{Path, PathBuf},
     sync::{
         Arc, Mutex,
@@ -165,11 +167,32 @@ thread_local! {
     /// The watch of the statement this database thread is running, for the host's SQL
     /// functions ([`functions`]), which SQLite's progress handler does not reach.
     static RUNNING: RefCell<Option<Watch>> = const { RefCell::new(None) };
+    /// While a statement runs in [`Connection::execute_here`]: when it must give up there.
+    static HERE_UNTIL: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// Whether the statement gave up (it ran past [`HERE_FOR`]), or SQLite reported that it
+    /// would have had to wait for a lock ([`error`] notes it).
+    static GO_ELSEWHERE: Cell<bool> = const { Cell::new(false) };
 }
+
+/// How long a statement may run on a guest's thread ([`Connection::execute_here`]) before it
+/// is stopped there and run again from the start on a database thread.
+pub const HERE_FOR: Duration = Duration::from_millis(1);
 
 /// Whether the statement running on this thread may go on (true for the host's own).
 pub fn keep_going() -> bool {
-    RUNNING.with_borrow(|watch| watch.as_ref().is_none_or(Watch::keep_going))
+    !here_overdue() && RUNNING.with_borrow(|watch| watch.as_ref().is_none_or(Watch::keep_going))
+}
+
+/// Whether a statement run by [`Connection::execute_here`] has run past [`HERE_FOR`] (noted:
+/// it is then interrupted and run again on a database thread).
+fn here_overdue() -> bool {
+    match HERE_UNTIL.get() {
+        Some(until) if Instant::now() >= until => {
+            GO_ELSEWHERE.set(true);
+            true
+        }
+        _ => false,
+    }
 }
 
 /// The statement of a watched connection is running on this thread until this is dropped.
@@ -258,6 +281,14 @@ impl Store {
 
     pub fn path(&self) -> Option<&Path> {
         self.inner.path.as_deref()
+    }
+
+    /// An idle connection of the pool for route code, if there is one: no file is opened and
+    /// nothing waits, so this may run on a guest's thread ([`Store::checkout`] otherwise, on a
+    /// database thread).
+    pub fn checkout_idle(&self, watch: Watch) -> Option<Result<Connection, DbError>> {
+        let conn = self.inner.idle().pop()?;
+        Some(Connection::new(conn, Some(self.inner.clone()), Some(watch)))
     }
 
     /// A connection to the database for route code (`watch`) or the host (`None`).
@@ -429,7 +460,7 @@ impl Connection {
     ) -> Result<Connection, DbError> {
         if let Some(watch) = &watch {
             let watch = watch.clone();
-            conn.progress_handler(1000, Some(move || !watch.keep_going()))
+            conn.progress_handler(1000, Some(move || here_overdue() || !watch.keep_going()))
                 .map_err(unavailable)?;
             // Nothing an earlier request did shows in `changes()`, `total_changes()` or
             // `last_insert_rowid()`.
@@ -518,16 +549,21 @@ impl Connection {
     fn before_statement(&mut self) -> Result<(), DbError> {
         self.guard.take_altered();
         super::vfs::take_refusal();
-        let wait = match &self.watch {
+        let wait = self.busy_wait();
+        self.raw()?.busy_timeout(wait).map_err(unavailable)?;
+        self.guard.take_denial();
+        Ok(())
+    }
+
+    /// How long a statement may wait for another writer now.
+    fn busy_wait(&self) -> Duration {
+        match &self.watch {
             Some(watch) => watch
                 .deadline
                 .saturating_duration_since(Instant::now())
                 .min(BUSY_WAIT),
             None => BUSY_WAIT,
-        };
-        self.raw()?.busy_timeout(wait).map_err(unavailable)?;
-        self.guard.take_denial();
-        Ok(())
+        }
     }
 
     /// The outcome of a statement that returned nothing.
@@ -539,6 +575,11 @@ impl Connection {
         }
     }
 
+    /// Whether no transaction is open (then `commit` and `rollback` have nothing to do).
+    pub fn is_autocommit(&self) -> bool {
+        self.conn.as_ref().is_none_or(|c| c.is_autocommit())
+    }
+
     /// Run one statement with `params`, after `begin` if no transaction is open.
     pub fn execute(
         &mut self,
@@ -548,10 +589,89 @@ impl Connection {
         allowance: &mut Allowance,
     ) -> Result<Outcome, DbError> {
         self.before_statement()?;
+        self.statement(sql, params, begin, allowance, false)?
+            .ok_or_else(|| DbError::Unavailable("the statement did not run".into()))
+    }
+
+    /// [`Self::execute`] on the calling thread, when the statement can run there without
+    /// waiting; `None` when it must run on a database thread instead, with nothing of this
+    /// attempt left behind (`allowance` untouched).
+    ///
+    /// Why this may run on a guest's thread: only a statement SQLite calls read-only
+    /// (`sqlite3_stmt_readonly`) that starts with `SELECT`, `WITH`, `VALUES` or `PRAGMA` and
+    /// needs no `BEGIN` first runs here, so it writes nothing to the database and never
+    /// commits (no `fsync`); the busy handler is off (a lock another connection holds is an
+    /// error at once, not a wait) and SQLite's own sleeps are skipped ([`vfs::without_waiting`]);
+    /// after [`HERE_FOR`] the progress handler stops it. Each of those three sends the
+    /// statement to a database thread, where it runs again from the start: being read-only and
+    /// interrupted, it changed nothing and returned nothing (SQLite keeps an open transaction
+    /// when a read-only statement is interrupted). What remains is reading the file's pages
+    /// (from the log or the database, usually in the kernel's page cache), as a guest's own
+    /// memory image is read. The stack: a guest's fiber stack keeps at least
+    /// [`threads::STACK_BYTES`] below the deepest wasm frame for host calls, as much as a
+    /// database thread has (`crate::sandbox::engine::FIBER_STACK`).
+    pub fn execute_here(
+        &mut self,
+        sql: &str,
+        params: &Params,
+        begin: Option<&str>,
+        allowance: &mut Allowance,
+    ) -> Option<Result<Outcome, DbError>> {
+        if self.private_memory {
+            return None;
+        }
+        let keyword = guard::first_keyword(sql)?;
+        if !["SELECT", "WITH", "VALUES", "PRAGMA"]
+            .iter()
+            .any(|k| keyword.eq_ignore_ascii_case(k))
+        {
+            return None;
+        }
+        let conn = self.conn.as_ref()?;
+        if begin.is_some() && conn.is_autocommit() {
+            return None;
+        }
+        conn.busy_timeout(Duration::ZERO).ok()?;
+        self.guard.take_altered();
+        super::vfs::take_refusal();
+        self.guard.take_denial();
+        let mut tried = Allowance {
+            rows: allowance.rows,
+            bytes: allowance.bytes,
+        };
+        GO_ELSEWHERE.set(false);
+        HERE_UNTIL.set(Some(Instant::now() + HERE_FOR));
+        let (ran, waited) =
+            super::vfs::without_waiting(|| self.statement(sql, params, None, &mut tried, true));
+        HERE_UNTIL.set(None);
+        // What comes next (a commit, a statement on a database thread) may wait again.
+        let wait = self.busy_wait();
+        if let Some(conn) = self.conn.as_ref() {
+            let _ = conn.busy_timeout(wait);
+        }
+        if GO_ELSEWHERE.take() || waited {
+            self.guard.take_denial();
+            super::vfs::take_refusal();
+            return None;
+        }
+        let outcome = ran.transpose()?;
+        *allowance = tried;
+        Some(outcome)
+    }
+
+    /// Run one statement (after `begin`); with `here`, only if it is read-only (`None` if not).
+    fn statement(
+        &mut self,
+        sql: &str,
+        params: &Params,
+        begin: Option<&str>,
+        allowance: &mut Allowance,
+        here: bool,
+    ) -> Result<Option<Outcome>, DbError> {
         guard::check_statement(sql)?;
         let keyword = guard::first_keyword(sql);
         if keyword.is_none() && sql.trim().is_empty() {
-            return Ok(self.idle_outcome());
+            return Ok(Some(self.idle_outcome()));
         }
         self.begin(begin)?;
         let guard = self.guard.clone();
@@ -574,6 +694,9 @@ impl Connection {
                     .map_err(|e| error(e, &guard, watch.as_ref()))?;
                 &mut cached
             };
+            if here && !stmt.readonly() {
+                return Ok(None);
+            }
             let altering = SchemaCheck::begin(conn, &guard)?;
             let mut step = || -> Result<(Vec<String>, Vec<Vec<Value>>), DbError> {
                 bind(stmt, params)?;
@@ -621,13 +744,13 @@ impl Connection {
         };
         let last_row_id =
             (guard::inserts(keyword) && changes > 0).then(|| conn.last_insert_rowid());
-        Ok(Outcome {
+        Ok(Some(Outcome {
             columns,
             rows,
             changes,
             last_row_id,
             in_transaction: !conn.is_autocommit(),
-        })
+        }))
     }
 
     /// Run one data-changing statement once per parameter set.
@@ -989,6 +1112,16 @@ fn unavailable(e: impl std::fmt::Display) -> DbError {
 /// SQLite's error as the DB-API exception Python's `sqlite3` raises for it, with the guard's
 /// reason when the guard refused, and the bound that was hit when one was.
 pub fn error(e: rusqlite::Error, guard: &guard::State, watch: Option<&Watch>) -> DbError {
+    // In `Connection::execute_here`: a lock held elsewhere sends the statement to a database
+    // thread, where it may wait.
+    if HERE_UNTIL.get().is_some()
+        && matches!(
+            e.sqlite_error_code(),
+            Some(ffi::ErrorCode::DatabaseBusy | ffi::ErrorCode::DatabaseLocked)
+        )
+    {
+        GO_ELSEWHERE.set(true);
+    }
     if let Some(reason) = guard.take_denial() {
         return DbError::Refused(reason);
     }
@@ -1047,5 +1180,103 @@ pub fn error(e: rusqlite::Error, guard: &guard::State, watch: Option<&Watch>) ->
             "Incorrect number of bindings supplied. The current statement uses {expected}, and there are {given} supplied."
         )),
         other => DbError::Operational(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn watch() -> Watch {
+        Watch {
+            deadline: Instant::now() + Duration::from_secs(30),
+            cancelled: Arc::new(AtomicBool::new(false)),
+            budget: None,
+        }
+    }
+
+    fn allowance() -> Allowance {
+        Allowance {
+            rows: 1000,
+            bytes: 1 << 20,
+        }
+    }
+
+    /// A store on a fresh file with a table `t` of three rows, and one of its connections.
+    fn store() -> (tempfile::TempDir, Store, Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::file(&dir.path().join("db.sqlite3"), Bounds::default()).unwrap();
+        let mut conn = store.checkout_idle(watch()).unwrap().unwrap();
+        conn.execute_script("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1), (2), (3);")
+            .unwrap();
+        (dir, store, conn)
+    }
+
+    fn here(conn: &mut Connection, sql: &str) -> Option<Result<Outcome, DbError>> {
+        conn.execute_here(sql, &Params::None, None, &mut allowance())
+    }
+
+    #[test]
+    fn reads_run_here_and_everything_else_is_declined() {
+        let (_dir, _store, mut conn) = store();
+        let read = here(&mut conn, "SELECT count(*) FROM t").unwrap().unwrap();
+        assert_eq!(read.rows, vec![vec![Value::Integer(3)]]);
+        let pragma = here(&mut conn, "PRAGMA foreign_keys = ON");
+        assert!(matches!(pragma, Some(Ok(_))), "{pragma:?}");
+        for write in [
+            "INSERT INTO t VALUES (4)",
+            "WITH n AS (SELECT 5) INSERT INTO t SELECT * FROM n",
+            "PRAGMA user_version = 3",
+            "BEGIN IMMEDIATE",
+            "COMMIT",
+            "CREATE TABLE u (y)",
+        ] {
+            assert!(here(&mut conn, write).is_none(), "{write}");
+        }
+        // Nothing of the declined statements happened.
+        let read = here(&mut conn, "SELECT count(*) FROM t").unwrap().unwrap();
+        assert_eq!(read.rows, vec![vec![Value::Integer(3)]]);
+        // A read that needs a BEGIN first goes to a database thread as well.
+        let begin = conn.execute_here("SELECT 1", &Params::None, Some("BEGIN"), &mut allowance());
+        assert!(begin.is_none());
+        // Errors of statements that ran here are the statements' own.
+        let missing = here(&mut conn, "SELECT * FROM nowhere").unwrap();
+        assert!(
+            matches!(missing, Err(DbError::Operational(_))),
+            "{missing:?}"
+        );
+    }
+
+    #[test]
+    fn a_long_read_gives_up_here_and_runs_whole_elsewhere() {
+        let (_dir, _store, mut conn) = store();
+        let long = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000000) SELECT count(*) FROM n";
+        let started = Instant::now();
+        let mut left = allowance();
+        let declined = conn.execute_here(long, &Params::None, None, &mut left);
+        assert!(declined.is_none(), "{declined:?}");
+        assert_eq!(left.rows, 1000, "the attempt used none of the allowance");
+        assert!(
+            started.elapsed() < HERE_FOR + Duration::from_millis(50),
+            "{:?}",
+            started.elapsed()
+        );
+        let ran = conn
+            .execute(long, &Params::None, None, &mut allowance())
+            .unwrap();
+        assert_eq!(ran.rows, vec![vec![Value::Integer(3_000_000)]]);
+        // In an open transaction too, and the transaction stays open.
+        conn.execute(
+            "INSERT INTO t VALUES (9)",
+            &Params::None,
+            Some("BEGIN"),
+            &mut allowance(),
+        )
+        .unwrap();
+        assert!(here(&mut conn, long).is_none());
+        assert!(!conn.is_autocommit());
+        let read = here(&mut conn, "SELECT count(*) FROM t").unwrap().unwrap();
+        assert_eq!(read.rows, vec![vec![Value::Integer(4)]]);
+        conn.rollback().unwrap();
     }
 }

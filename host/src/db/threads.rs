@@ -1,9 +1,10 @@
 //! The threads SQLite runs on: route code's statements, the host's migrations and kv, and the
-//! connections' roll-backs when a request ends.
+//! connections' roll-backs when a request ends. (Route code's reads that cannot wait run on
+//! the guest's own thread instead: `crate::db::sqlite::Connection::execute_here` says when.)
 //!
 //! SQLite blocks (on disk, on another writer's lock) and recurses (a `LIKE` pattern is matched
 //! by a recursive function, one level per `%`; expressions, JSON and the parser recurse by
-//! nesting), so it runs here rather than on an async thread or a guest thread: on threads of
+//! nesting), so it runs here rather than on an async thread: on threads of
 //! its own with a large stack ([`STACK_BYTES`], reserved address space, only the pages a
 //! recursion touches are ever backed by memory), so that no statement within SQLite's limits
 //! (`crate::db::sqlite` sets them) can overflow a stack and abort the process.

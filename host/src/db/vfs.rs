@@ -13,6 +13,12 @@
 //!   log together stay within the database's size limit ([`Disk::max_size`]); a commit that
 //!   would pass it fails as a full disk and is rolled back.
 //!
+//! One more thing differs from `unix`: on a thread that runs a statement with
+//! [`without_waiting`] (a guest's thread, see `super::sqlite::Connection::execute_here`),
+//! SQLite's own sleeps (`xSleep`: the pauses between a reader's retries while a writer moves
+//! the log's index) return at once and are noted, so that the statement is run again on a
+//! database thread instead of making that thread wait.
+//!
 //! Everything else is passed to `unix` unchanged. Not here: what the host does to shrink the
 //! log again (checkpoints, `journal_size_limit`: [`super::sqlite`]), or the page limit itself.
 
@@ -38,6 +44,21 @@ pub enum Refusal {
 
 thread_local! {
     static REFUSED: std::cell::Cell<Option<Refusal>> = const { std::cell::Cell::new(None) };
+    /// Whether SQLite may sleep on this thread (false inside [`without_waiting`]).
+    static NO_WAITING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Whether SQLite asked to sleep inside [`without_waiting`].
+    static WOULD_HAVE_WAITED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Run `op` with SQLite's sleeps on this thread skipped; also returns whether SQLite asked to
+/// sleep meanwhile (then whatever `op` got is to be thrown away and done again where waiting
+/// is allowed).
+pub fn without_waiting<T>(op: impl FnOnce() -> T) -> (T, bool) {
+    let before = NO_WAITING.replace(true);
+    WOULD_HAVE_WAITED.set(false);
+    let value = op();
+    NO_WAITING.set(before);
+    (value, WOULD_HAVE_WAITED.take())
 }
 
 /// The bound behind the last full-disk error on this thread, if the VFS refused (and forget
@@ -112,6 +133,7 @@ impl Disk {
             vfs.xDelete = Some(delete);
             vfs.xAccess = Some(access);
             vfs.xFullPathname = Some(full_pathname);
+            vfs.xSleep = Some(sleep);
             Box::into_raw(Box::new(vfs))
         };
         // SAFETY: `vfs` lives until `drop` unregisters it; 0: not the default.
@@ -253,6 +275,22 @@ unsafe extern "C" fn open(
             }
         }
         rc
+    }
+}
+
+/// `unix`'s sleep, except inside [`without_waiting`], where it is noted and skipped.
+unsafe extern "C" fn sleep(vfs: *mut ffi::sqlite3_vfs, microseconds: c_int) -> c_int {
+    if NO_WAITING.get() {
+        WOULD_HAVE_WAITED.set(true);
+        return 0;
+    }
+    // SAFETY: SQLite's arguments, passed on to the base VFS.
+    unsafe {
+        let base = counts_of(vfs).base;
+        match (*base).xSleep {
+            Some(base_sleep) => base_sleep(base, microseconds),
+            None => 0,
+        }
     }
 }
 
@@ -592,6 +630,24 @@ mod tests {
             disk.name(),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn sleeps_are_skipped_and_noted_without_waiting() {
+        let disk = Disk::new(None, u64::MAX, u64::MAX).unwrap();
+        // SAFETY: the registered VFS, alive while `disk` is.
+        let sleep = unsafe { (*disk.vfs).xSleep.unwrap() };
+        let started = std::time::Instant::now();
+        // SAFETY: our VFS's own sleep, as SQLite calls it.
+        let (_, waited) = without_waiting(|| unsafe { sleep(disk.vfs, 300_000) });
+        assert!(waited);
+        assert!(started.elapsed() < std::time::Duration::from_millis(200));
+        let (_, waited) = without_waiting(|| ());
+        assert!(!waited, "noted afresh each time");
+        let started = std::time::Instant::now();
+        // SAFETY: as above.
+        unsafe { sleep(disk.vfs, 20_000) };
+        assert!(started.elapsed() >= std::time::Duration::from_millis(15));
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! Compiled code (`*.cwasm`) and memory images (`*.img`) on disk, in the cache folder: where
 //! they live, how they are written, and how long they stay.
 //!
-//! Three kinds share the folder (`$FILEROUTER_CACHE_DIR`, default `~/.cache/filerouter`): the
+//! Four kinds share the folder (`$FILEROUTER_CACHE_DIR`, default `~/.cache/filerouter`): the
 //! guest's code compiled for this machine (`guest-*.cwasm`, one per filerouter build, shared
-//! by every project), each plugin's (`plugin-*.cwasm`), and each project's memory image as
+//! by every project), the guest instrumented for `build`'s snapshot (`bake-*.cwasm`, one per
+//! filerouter build, see `snapshot`), each plugin's (`plugin-*.cwasm`), and each project's memory image as
 //! `run` maps it (`images/*.img`, one per build, see `image`). A new filerouter, a new build or a changed plugin adds a
 //! file and nothing else would ever remove the old one, so every use refreshes a file's
 //! modification time ([`mark_used`]) and every new file removes those of its kind left unused for

@@ -238,8 +238,12 @@ impl Guest {
 pub const MAX_WASM_STACK: usize = 32 << 20;
 
 /// The fiber stack a guest call runs on: its wasm stack, and room for the host calls made
-/// from the deepest wasm frame.
-pub const FIBER_STACK: usize = MAX_WASM_STACK + (1 << 20);
+/// from the deepest wasm frame: as much as a database thread has
+/// ([`crate::db::threads::STACK_BYTES`]), since reads of the project's SQLite database run
+/// in the host call itself (`crate::db::sqlite::Connection::execute_here`), and 1 MiB for
+/// the host's own frames. Address space only: the pages a call never touches are never
+/// backed by memory.
+pub const FIBER_STACK: usize = MAX_WASM_STACK + crate::db::threads::STACK_BYTES + (1 << 20);
 
 fn new_engine(slots: &Slots, max_instances: usize) -> Result<Engine, EngineError> {
     let mut config = Config::new();

@@ -931,6 +931,8 @@ impl Inner {
         });
         state.budget = Some(budget.clone());
         state.db.set_budget(budget.clone());
+        // A guest thread of the scheduler, not an async one: reads may run here.
+        state.db.run_reads_here();
         state.environment = environment.clone();
         state.outbound = outbound.map(|gate| gate.session(deadline));
         state.trace = trace;

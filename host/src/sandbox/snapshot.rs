@@ -8,7 +8,11 @@
 //! writes are copied back after it: `reset`).
 //! This runs once per build, never while serving.
 
-use std::sync::{Arc, Mutex};
+use std::{
+    collections::hash_map::DefaultHasher,
+    hash::{Hash, Hasher},
+    sync::{Arc, Mutex},
+};
 
 use async_trait::async_trait;
 use component_init_transform::Invoker;
@@ -20,6 +24,7 @@ use wasmtime_wasi::WasiCtxBuilder;
 
 use super::{
     CallState, ProjectError,
+    artifacts::cache_dir,
     bindings::Router,
     guest,
     plugin_calls::{PluginCall, PluginSet},
@@ -108,16 +113,13 @@ async fn run_bake(
     report: Arc<Mutex<Option<ProjectError>>>,
 ) -> anyhow::Result<Snapshotter> {
     let wt = |e: wasmtime::Error| anyhow::anyhow!("{e:#}");
-    // The instrumented guest is the same for every project: its functions come from the
-    // compiled-function store after the first build on this machine.
     let mut config = Config::new();
     config.wasm_component_model(true);
     config
         .enable_incremental_compilation(Arc::new(super::engine::compiled_functions()))
         .map_err(wt)?;
     let engine = Engine::new(&config).map_err(wt)?;
-    let component = Component::new(&engine, &instrumented).map_err(wt)?;
-    super::engine::prune_compiled_functions();
+    let component = instrumented_component(&engine, &instrumented)?;
     let mut linker = Linker::<CallState>::new(&engine);
     super::link(&mut linker).map_err(wt)?;
     // The bake runs no request: its key-value store is a throwaway.
@@ -176,6 +178,67 @@ async fn run_bake(
         instance,
         immortal,
     })
+}
+
+/// The instrumented guest compiled for `engine`. It is the same for every project (the
+/// built-in guest with component-init-transform's accessors), so it is compiled once per
+/// machine and filerouter build and kept whole in the cache folder
+/// (`bake-<fingerprint>-<engine settings>-<checksum>.cwasm`, checked as the compiled guest is,
+/// `checked_code::load_named`): a build maps it in milliseconds instead of translating every
+/// function again to find it in the compiled-function store (seconds of CPU per build).
+///
+/// The bytes themselves are no key: component-init-transform 0.3.1 lists the accessors it adds
+/// in a hash map's order, so two instrumentations of one guest differ in the order of their
+/// exports and nothing else. What the snapshot depends on is the guest and the accessors' names
+/// (it calls them by name): [`instrumented_fingerprint`].
+fn instrumented_component(engine: &Engine, instrumented: &[u8]) -> anyhow::Result<Component> {
+    let mut hasher = DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    let stem = format!(
+        "bake-{}-{:016x}",
+        &instrumented_fingerprint(instrumented)?.to_hex()[..16],
+        hasher.finish()
+    );
+    let compile = || {
+        let compiled = engine
+            .precompile_component(instrumented)
+            .map_err(|e| format!("{e:#}"));
+        super::engine::prune_compiled_functions();
+        compiled
+    };
+    super::checked_code::load_named(engine, &cache_dir(), &stem, "bake-", compile)
+        .map(|(component, _)| component)
+        .map_err(|e| anyhow::anyhow!("compile the instrumented guest: {e}"))
+}
+
+/// What identifies an instrumentation of the built-in guest: the guest's hash, the pinned
+/// component-init-transform, and the component's export names, sorted.
+fn instrumented_fingerprint(instrumented: &[u8]) -> anyhow::Result<blake3::Hash> {
+    let mut names = Vec::new();
+    let mut depth = 0usize;
+    for payload in wasmparser::Parser::new(0).parse_all(instrumented) {
+        match payload.map_err(|e| anyhow::anyhow!("read the instrumented guest: {e}"))? {
+            wasmparser::Payload::Version { .. } => depth += 1,
+            wasmparser::Payload::End(_) => depth = depth.saturating_sub(1),
+            wasmparser::Payload::ComponentExportSection(exports) if depth == 1 => {
+                for export in exports {
+                    let export =
+                        export.map_err(|e| anyhow::anyhow!("read the instrumented guest: {e}"))?;
+                    names.push(export.name.name.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+    names.sort();
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(super::guest::SHA256.as_bytes());
+    hasher.update(b"\0component-init-transform 0.3.1\0");
+    for name in &names {
+        hasher.update(name.as_bytes());
+        hasher.update(b"\0");
+    }
+    Ok(hasher.finalize())
 }
 
 /// Reads the baked instance's state for component-init-transform.
@@ -282,6 +345,39 @@ impl Invoker for Snapshotter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The instrumented guest as component-init-transform makes it (the bake is not run).
+    async fn instrumentation() -> Vec<u8> {
+        let wasm = guest::wasm().unwrap();
+        let kept: Arc<Mutex<Vec<u8>>> = Arc::default();
+        let keep = kept.clone();
+        let outcome = component_init_transform::initialize(&wasm, move |instrumented| {
+            Box::pin(async move {
+                *keep.lock().unwrap() = instrumented;
+                Err(anyhow::anyhow!("only the instrumentation was wanted"))
+            })
+        })
+        .await;
+        assert!(outcome.is_err());
+        let bytes = kept.lock().unwrap().clone();
+        assert!(!bytes.is_empty());
+        bytes
+    }
+
+    #[tokio::test]
+    async fn every_instrumentation_of_the_guest_has_one_fingerprint() {
+        let first = instrumentation().await;
+        let second = instrumentation().await;
+        assert_eq!(
+            instrumented_fingerprint(&first).unwrap(),
+            instrumented_fingerprint(&second).unwrap()
+        );
+        // Another component (the guest itself, without the accessors) has another one.
+        assert_ne!(
+            instrumented_fingerprint(&first).unwrap(),
+            instrumented_fingerprint(&guest::wasm().unwrap()).unwrap()
+        );
+    }
 
     /// A memory with one "object" at `at`: its count, then its type pointer.
     fn memory_with(at: usize, count: u32, kind: u32) -> Vec<u8> {
