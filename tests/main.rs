@@ -42,6 +42,7 @@ mod port;
 mod production;
 mod pydantic;
 mod pydantic_oracle;
+mod replay;
 mod routing;
 mod sandbox;
 mod scheduler;

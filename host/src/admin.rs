@@ -18,7 +18,7 @@
 //! (also the keep-alive idle time), heads of at most [`MAX_HEADER_BYTES`], and answers whose
 //! writes make no progress for [`WRITE_TIMEOUT`] are cut off. Failed accepts back off.
 
-use std::{convert::Infallible, net::SocketAddr, time::Duration};
+use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
 
 use hyper::{Method, Request, Response, StatusCode, body::Incoming, header, service::service_fn};
 use hyper_util::rt::TokioIo;
@@ -34,6 +34,7 @@ use prometheus_client::{
 use crate::{
     health::Health,
     metrics,
+    replay::store::{self, TraceStore},
     response::{self, Body},
     server,
     tenants::{Tenants, metrics::Scrape},
@@ -46,6 +47,8 @@ pub struct Admin {
     pub health: Health,
     /// With `--tenants`: theirs too.
     pub tenants: Option<Tenants>,
+    /// `run --record` of one project: its kept traces (`/traces`, `/traces/ID`).
+    pub traces: Option<Arc<TraceStore>>,
 }
 
 /// Connections the admin port holds open at once (fewer with a low open-file limit: see
@@ -162,7 +165,99 @@ async fn respond(admin: &Admin, request: Request<Incoming>, _peer: SocketAddr) -
             };
             response::json(StatusCode::OK, body.to_string())
         }
+        path if path == "/traces" || path.starts_with("/traces/") => {
+            let id = path.strip_prefix("/traces/");
+            match &admin.traces {
+                Some(store) => traces(store.clone(), id).await,
+                None => response::json(
+                    StatusCode::NOT_FOUND,
+                    r#"{"detail":"No traces: recording is off (run --record)"}"#,
+                ),
+            }
+        }
+        path if path.starts_with("/tenants/") && admin.tenants.is_some() => {
+            tenant_traces(admin, &request, path).await
+        }
         _ => response::json(StatusCode::NOT_FOUND, r#"{"detail":"Not Found"}"#),
+    }
+}
+
+/// `GET /tenants/NAME/traces[/ID]`: a tenant's traces, for a client that shows that tenant's
+/// `traces_token` (`Authorization: Bearer TOKEN`): a tenant only ever sees its own.
+async fn tenant_traces(admin: &Admin, request: &Request<Incoming>, path: &str) -> Response<Body> {
+    let not_found = || response::json(StatusCode::NOT_FOUND, r#"{"detail":"Not Found"}"#);
+    let Some(tenants) = &admin.tenants else {
+        return not_found();
+    };
+    let rest = &path["/tenants/".len()..];
+    let (name, rest) = rest.split_once('/').unwrap_or((rest, ""));
+    let id = match rest {
+        "traces" => None,
+        rest => match rest.strip_prefix("traces/") {
+            Some(id) => Some(id),
+            None => return not_found(),
+        },
+    };
+    let token = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match tenants.traces(name, token) {
+        Some(store) => traces(store, id).await,
+        None => {
+            let mut refused = response::json(
+                StatusCode::UNAUTHORIZED,
+                r#"{"detail":"This tenant's traces_token is needed (Authorization: Bearer TOKEN)"}"#,
+            );
+            refused.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+            refused
+        }
+    }
+}
+
+/// `GET /traces`: the kept traces, newest first; `GET /traces/ID`: one trace file, as
+/// `filerouter replay` reads it. Only from `store`: one project's, or one tenant's.
+async fn traces(store: Arc<TraceStore>, id: Option<&str>) -> Response<Body> {
+    let id = id.map(str::to_string);
+    let read = tokio::task::spawn_blocking(move || match id {
+        None => store
+            .list()
+            .map(|list| {
+                serde_json::json!({ "traces": list })
+                    .to_string()
+                    .into_bytes()
+            })
+            .map(Some),
+        Some(id) => store.get(&id),
+    })
+    .await;
+    match read {
+        Ok(Ok(Some(bytes))) => {
+            let mut response = Response::new(response::full(bytes));
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static("application/json"),
+            );
+            response
+        }
+        Ok(Ok(None)) | Ok(Err(store::StoreError::BadId(_))) => {
+            response::json(StatusCode::NOT_FOUND, r#"{"detail":"No such trace"}"#)
+        }
+        Ok(Err(e)) => {
+            tracing::warn!("admin: traces: {e}");
+            response::json(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                r#"{"detail":"Internal Server Error"}"#,
+            )
+        }
+        Err(_) => response::json(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            r#"{"detail":"Internal Server Error"}"#,
+        ),
     }
 }
 

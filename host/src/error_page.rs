@@ -124,7 +124,7 @@ impl Failure {
         failure
     }
 
-    fn location(&self) -> String {
+    pub fn location(&self) -> String {
         match (&self.file, self.line) {
             (Some(file), Some(line)) => format!("{file}:{line}"),
             (Some(file), None) => file.clone(),

@@ -54,6 +54,7 @@ pub mod read_only_files;
 pub mod redaction;
 pub mod regular_file;
 pub mod reload;
+pub mod replay;
 pub mod request_body;
 pub mod request_record;
 pub mod response;

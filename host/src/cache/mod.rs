@@ -143,6 +143,9 @@ pub struct Contents {
 /// A cache read back: the manifest and the metadata; the memory image is kept compressed until
 /// asked for (once, when its file in the cache folder is missing or refused).
 pub struct Opened {
+    /// The build's identity: BLAKE3 of its `bundle.bin`, hexadecimal (what a trace records and
+    /// `filerouter replay` checks, `crate::replay`).
+    pub bundle_blake3: String,
     pub manifest: Manifest,
     pub metadata: Metadata,
     image_zst: Vec<u8>,
@@ -255,6 +258,7 @@ pub fn open(dir: &Path, key: Option<&CacheKey>) -> Result<Opened, CacheError> {
 
 /// Verify, decrypt and unpack the bytes of a `bundle.bin`.
 pub fn decode(bytes: &[u8], key: Option<&CacheKey>) -> Result<Opened, CacheError> {
+    let bundle_blake3 = blake3::hash(bytes).to_hex().to_string();
     let mut sections = seal::open(bytes, key)?;
     let mut take = |name: &'static str| {
         sections
@@ -293,6 +297,7 @@ pub fn decode(bytes: &[u8], key: Option<&CacheKey>) -> Result<Opened, CacheError
         Err(_) => Vec::new(),
     };
     Ok(Opened {
+        bundle_blake3,
         manifest,
         metadata,
         image_zst,

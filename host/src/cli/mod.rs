@@ -12,6 +12,7 @@ mod init;
 mod packages;
 mod plugins;
 mod project_command;
+mod replay;
 mod run;
 mod status;
 
@@ -39,7 +40,7 @@ pub enum Command {
     /// Import and snapshot every route once, and write the compressed build cache.
     Build(BuildArgs),
     /// Serve the project from its build cache, in production mode.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Report whether a build cache exists, when it was made and what it holds.
     Status(CacheArgs),
     /// Remove the build cache.
@@ -53,6 +54,10 @@ pub enum Command {
     /// The project's database: apply migrations/*.sql, or show where it stands.
     #[command(subcommand)]
     Db(DbCommand),
+    /// Run a request recorded by `run --record` again, on the same build, with the recorded
+    /// answers in place of the real services; show its result as `dev` does, or where it
+    /// diverged from the recording.
+    Replay(ReplayArgs),
     /// A project command from config.py's `commands` (listed below when run in a project).
     #[command(external_subcommand)]
     Project(Vec<String>),
@@ -167,6 +172,60 @@ pub struct RunArgs {
     /// No access line per request (they are on by default, at info level).
     #[arg(long)]
     pub no_access_log: bool,
+    /// Record every request's clocks, randomness and host calls; keep the traces of 5xx
+    /// answers (and --record-sample of the others) in the data folder's traces/ (a tenant's in
+    /// its own), listed and fetched on the admin address, replayed by `filerouter replay`.
+    /// With --tenants: `record = true` in a tenant's section instead.
+    #[arg(long, conflicts_with = "tenants")]
+    pub record: bool,
+    /// The fraction (0 to 1) of requests that did not answer 5xx whose traces are kept too
+    /// [default: 0].
+    #[arg(long, value_name = "FRACTION", value_parser = fraction, requires = "record")]
+    pub record_sample: Option<f64>,
+    /// Traces kept at most, the oldest removed first [default: 100].
+    #[arg(long, value_name = "N", requires = "record")]
+    pub record_max: Option<usize>,
+    /// MiB the kept traces take at most together, the oldest removed first [default: 64].
+    #[arg(long, value_name = "MIB", requires = "record")]
+    pub record_max_mb: Option<u64>,
+    /// A request header whose value is never recorded (a hash instead); repeat for several
+    /// [default: authorization, cookie, proxy-authorization, x-api-key].
+    #[arg(long, value_name = "NAME", requires = "record")]
+    pub record_redact_header: Vec<String>,
+}
+
+impl RunArgs {
+    /// What `--record` and its options say; None without `--record`.
+    pub fn record_settings(&self) -> Option<crate::replay::RecordSettings> {
+        if !self.record {
+            return None;
+        }
+        let default = crate::replay::RecordSettings::default();
+        Some(crate::replay::RecordSettings {
+            sample: self.record_sample.unwrap_or(default.sample),
+            redact_headers: if self.record_redact_header.is_empty() {
+                default.redact_headers
+            } else {
+                self.record_redact_header
+                    .iter()
+                    .map(|name| name.to_ascii_lowercase())
+                    .collect()
+            },
+            max_traces: self.record_max.unwrap_or(default.max_traces),
+            max_bytes: self
+                .record_max_mb
+                .map_or(default.max_bytes, |mb| mb.saturating_mul(1024 * 1024)),
+            max_tape_bytes: default.max_tape_bytes,
+        })
+    }
+}
+
+/// A fraction from 0 to 1.
+fn fraction(given: &str) -> Result<f64, String> {
+    match given.parse::<f64>() {
+        Ok(value) if (0.0..=1.0).contains(&value) => Ok(value),
+        _ => Err(format!("{given:?} is not a number from 0 to 1")),
+    }
 }
 
 /// `--health-path`: an absolute path without a query.
@@ -336,6 +395,27 @@ pub struct PackagesArgs {
     pub python: Option<String>,
 }
 
+/// Options of `filerouter replay`.
+#[derive(Debug, clap::Args)]
+pub struct ReplayArgs {
+    /// The trace file (fetched from the admin address's /traces/ID).
+    #[arg(value_name = "TRACE")]
+    pub trace: PathBuf,
+    /// The project folder, whose build cache must be the one the trace was recorded on.
+    #[arg(long, default_value = ".")]
+    pub project: PathBuf,
+    /// The build cache, relative to the project [default: config.py's build.cache_dir, else .cache].
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Run the project's current source instead of the build (to try a fix against a real
+    /// failure): allowed with a warning, and a changed route shows as a divergence.
+    #[arg(long)]
+    pub source: bool,
+    /// Also write the replayed response's body to FILE, byte for byte.
+    #[arg(long, value_name = "FILE")]
+    pub body: Option<PathBuf>,
+}
+
 /// Options of `filerouter status` and `filerouter clean`.
 #[derive(Debug, clap::Args)]
 pub struct CacheArgs {
@@ -452,12 +532,13 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Init { name } => done(init::run(&name)),
         Command::Dev(args) => done(dev::run(args)),
         Command::Build(args) => done(build::run(args)),
-        Command::Run(args) => done(run::run(args)),
+        Command::Run(args) => done(run::run(*args)),
         Command::Status(args) => done(status::run(args)),
         Command::Clean(args) => done(clean::run(args)),
         Command::Plugins(command) => done(plugins::run(command)),
         Command::Packages(command) => done(packages::run(command)),
         Command::Db(command) => done(db::run(command)),
+        Command::Replay(args) => replay::run(args),
         Command::Project(args) => project_command::run(args),
     }
 }

@@ -12,7 +12,7 @@
 //! `--kv-url` (Redis) name servers that several `run` processes share; tenants name theirs in
 //! the tenants file.
 
-use std::{path::PathBuf, time::Duration};
+use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context;
 
@@ -26,6 +26,7 @@ use crate::{
     health::Health,
     logging,
     mode::Mode,
+    replay::{Recorder, store::TraceStore},
     sandbox::engine::SandboxEngine,
     scheduler::{self, Scheduler},
     server,
@@ -61,9 +62,21 @@ async fn serve(args: RunArgs, root: PathBuf, dir: PathBuf) -> anyhow::Result<()>
         args.log_format,
         !args.no_access_log,
     );
+    // `--record`: the kept traces go to the data folder's traces/, listed on the admin address.
+    let recording = args.record_settings().map(|settings| {
+        let dir = crate::data::dir(&root, args.data_dir.as_deref()).join("traces");
+        let store = Arc::new(TraceStore::new(
+            dir,
+            settings.max_traces,
+            settings.max_bytes,
+        ));
+        (settings, store)
+    });
+    let bundle = opened.bundle_blake3.clone();
     // The admin address answers from now on: /readyz is 503 until the project is loaded.
     let health = Health::default();
-    let admin_address = start_admin(&args, &health, None).await?;
+    let traces = recording.as_ref().map(|(_, store)| store.clone());
+    let admin_address = start_admin(&args, &health, None, traces).await?;
 
     let data = open_data(
         &args,
@@ -111,6 +124,15 @@ async fn serve(args: RunArgs, root: PathBuf, dir: PathBuf) -> anyhow::Result<()>
     })
     .await
     .context("engine setup panicked")??;
+    if let Some((settings, store)) = recording {
+        let recorder = Recorder::new(settings, bundle, None, store);
+        let current = loaded.app.current();
+        let recorded = current.sandbox.with_recorder(Some(Arc::new(recorder)));
+        loaded.app.upgrade(&current, recorded);
+        tracing::info!(
+            "recording requests: traces of 5xx answers kept in the data folder's traces/"
+        );
+    }
     // The project's start-up hook, once, against the real data, before the first request.
     let current = loaded.app.current();
     match crate::startup::run(&current.sandbox, &current.project.root_files).await {
@@ -162,6 +184,7 @@ async fn start_admin(
     args: &RunArgs,
     health: &Health,
     tenants: Option<Tenants>,
+    traces: Option<Arc<TraceStore>>,
 ) -> anyhow::Result<Option<std::net::SocketAddr>> {
     let Some(address) = &args.admin else {
         return Ok(None);
@@ -173,6 +196,7 @@ async fn start_admin(
         admin::Admin {
             health: health.clone(),
             tenants,
+            traces,
         },
     );
     Ok(Some(address))
@@ -289,7 +313,7 @@ async fn serve_tenants(args: RunArgs, file: PathBuf) -> anyhow::Result<()> {
     let address = listener.local_addr().context("no local address")?;
     // Tenants load on their first request: the process is ready once it serves.
     let health = Health::default();
-    let admin_address = start_admin(&args, &health, Some(tenants.clone())).await?;
+    let admin_address = start_admin(&args, &health, Some(tenants.clone()), None).await?;
     println!(
         "filerouter run: serving {count} tenants from {} at http://{address} (mode: {}, workers: {workers})",
         file.display(),

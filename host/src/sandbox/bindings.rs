@@ -9,12 +9,15 @@ wasmtime::component::bindgen!({
     // The data services wait for locks, the disk or the network on a blocking thread.
     imports: {
         "filerouter:sandbox/plugins.call": async | trappable,
-        "filerouter:sandbox/kv": async,
+        // Recorded and replayed (`crate::replay`): a replay that diverges traps the call.
+        "filerouter:sandbox/kv": async | trappable,
+        "filerouter:sandbox/environment": trappable,
+        "filerouter:sandbox/upstream": trappable,
         // A statement's CPU is the request's: past its CPU limit the call traps, as at an
         // epoch tick.
         "filerouter:sandbox/sql": async | trappable,
         // Outbound HTTP waits on the network without holding the guest's thread.
-        "filerouter:sandbox/outbound": async,
+        "filerouter:sandbox/outbound": async | trappable,
         // A stream's chunks wait for the client (back-pressure) without holding the guest's
         // thread, and so does waiting between chunks.
         "filerouter:sandbox/response-stream.write": async,

@@ -44,6 +44,7 @@ pub mod snapshot;
 pub mod socket;
 mod stdlib;
 pub mod stream;
+mod tap;
 
 use std::{
     future::Future,
@@ -170,6 +171,8 @@ struct CallState {
     /// request's: the host services' and route code's own open under it. Dropped, with the
     /// call, it ends those still open.
     trace: Option<crate::traces::CallTrace>,
+    /// A request's call being recorded or replayed (`crate::replay`, `tap`); None otherwise.
+    tap: Option<crate::replay::Tap>,
 }
 
 impl CallState {
@@ -194,6 +197,7 @@ impl CallState {
             outbound: None,
             immortal: None,
             trace: None,
+            tap: None,
         }
     }
 }
@@ -247,6 +251,8 @@ struct Inner {
     outbound: Arc<crate::outbound::Gate>,
     /// The project's streamed responses open now; kept when the limits change.
     streams: stream::OpenStreams,
+    /// Records its requests (`run` with recording on); None: recording off.
+    recorder: Option<Arc<crate::replay::Recorder>>,
 }
 
 /// What a request's call hands over before it ends.
@@ -281,7 +287,8 @@ pub const TOOLING_TIME: TimeLimits = TimeLimits {
 /// server's queue and time, the request's settings and secrets).
 #[derive(Debug, Clone)]
 enum Purpose {
-    Request,
+    /// A request's call, taped when recorded or replayed.
+    Request(Option<crate::replay::Tap>),
     Tooling,
     Startup,
     /// `bake` in an ordinary instance for `dev`'s live snapshot ([`live_snapshot`]): as
@@ -297,7 +304,7 @@ impl Purpose {
     /// How a call's span names it (`filerouter.call`).
     fn name(&self) -> &'static str {
         match self {
-            Purpose::Request => "request",
+            Purpose::Request(_) => "request",
             Purpose::Tooling => "tooling",
             Purpose::Startup => "startup",
             Purpose::Snapshot(_) => "snapshot",
@@ -367,6 +374,7 @@ impl Sandbox {
                 environment,
                 outbound: Arc::new(crate::outbound::Gate::closed()),
                 streams: stream::OpenStreams::default(),
+                recorder: None,
             }),
         })
     }
@@ -414,6 +422,16 @@ impl Sandbox {
         self.rebuilt(|inner| inner.outbound = outbound)
     }
 
+    /// The same guest and project, its requests recorded by `recorder` (None: not recorded).
+    pub fn with_recorder(&self, recorder: Option<Arc<crate::replay::Recorder>>) -> Self {
+        self.rebuilt(|inner| inner.recorder = recorder)
+    }
+
+    /// The recorder of its requests, when recording is on.
+    pub fn recorder(&self) -> Option<&Arc<crate::replay::Recorder>> {
+        self.inner.recorder.as_ref()
+    }
+
     /// The project's outbound gate (its metrics, for the admin port).
     pub fn outbound(&self) -> &Arc<crate::outbound::Gate> {
         &self.inner.outbound
@@ -456,6 +474,65 @@ impl Sandbox {
         upstream: Option<Upstream>,
         handshake: Option<socket::Handshake>,
     ) -> Result<Answer, SandboxError> {
+        // Recording on: the request's tape (a WebSocket's conversation is not recorded).
+        let tap = match (&self.inner.recorder, &handshake) {
+            (Some(recorder), None) => Some(crate::replay::Tap::Record(recorder.start(
+                tape_request(&request),
+                serde_json::to_value(&target).unwrap_or_default(),
+                &self.inner.environment,
+            ))),
+            _ => None,
+        };
+        self.handle_taped(request, target, root_files, upstream, handshake, tap)
+            .await
+    }
+
+    /// Replay `replaying`'s trace on this sandbox (the build it was recorded on; or the
+    /// project's source, with `root_files` as for [`Sandbox::handle`]): the recorded answers
+    /// served for its clocks, randomness and host calls. Waits for the whole call, background
+    /// tasks included; the answer's outcome, and the call's error if it failed.
+    pub async fn replay(
+        &self,
+        replaying: Arc<crate::replay::Replaying>,
+        root_files: &[(String, String)],
+    ) -> (crate::replay::Outcome, Result<HttpResponse, SandboxError>) {
+        let tape = replaying.tape();
+        let target: Target = match serde_json::from_value(tape.target.clone()) {
+            Ok(target) => target,
+            Err(e) => {
+                let error = SandboxError::Setup(format!("the trace's target: {e}"));
+                let outcome = Err(error);
+                return (tape_outcome(&outcome), outcome);
+            }
+        };
+        let request = HttpRequest {
+            method: tape.request.method.clone(),
+            path: tape.request.path.clone(),
+            query: tape.request.query.clone(),
+            headers: tape.request.headers.clone(),
+            body: tape.request.body.0.clone(),
+            client: tape.request.client.clone(),
+        };
+        let tap = crate::replay::Tap::Replay(replaying.clone());
+        let answered = self
+            .handle_taped(request, target, root_files, None, None, Some(tap))
+            .await
+            .map(|answer| match answer {
+                Answer::Whole(response) => response,
+                Answer::Streamed(head, _) | Answer::Switched(head) => head,
+            });
+        (replaying.ended().await, answered)
+    }
+
+    async fn handle_taped(
+        &self,
+        request: HttpRequest,
+        target: Target,
+        root_files: &[(String, String)],
+        upstream: Option<Upstream>,
+        handshake: Option<socket::Handshake>,
+        tap: Option<crate::replay::Tap>,
+    ) -> Result<Answer, SandboxError> {
         let label = match &target {
             Target::Route(route) => {
                 format!("{} {} routes/{}", request.method, request.path, route.file)
@@ -484,20 +561,26 @@ impl Sandbox {
         });
         let this = self.clone();
         let logged = label.clone();
+        let ending = tap.clone();
         let mut call = Box::pin(async move {
-            this.call(Purpose::Request, label, move |router, store| {
-                Box::pin(async move {
-                    store.data_mut().upstream = upstream;
-                    store.data_mut().early = Some(early);
-                    store.data_mut().stream_setup = Some(setup);
-                    store.data_mut().socket_setup = socket_setup;
-                    router
-                        .filerouter_sandbox_guest()
-                        .call_handle(store, &request, &target, &root_files)
-                        .await
+            let outcome = this
+                .call(Purpose::Request(tap), label, move |router, store| {
+                    Box::pin(async move {
+                        store.data_mut().upstream = upstream;
+                        store.data_mut().early = Some(early);
+                        store.data_mut().stream_setup = Some(setup);
+                        store.data_mut().socket_setup = socket_setup;
+                        router
+                            .filerouter_sandbox_guest()
+                            .call_handle(store, &request, &target, &root_files)
+                            .await
+                    })
                 })
-            })
-            .await
+                .await;
+            if let Some(tap) = ending {
+                tap.finish(tape_outcome(&outcome));
+            }
+            outcome
         });
         tokio::select! {
             biased;
@@ -677,7 +760,7 @@ impl Sandbox {
     {
         let purpose_name = purpose.name();
         let (queue, time) = match purpose {
-            Purpose::Request => (self.inner.queue.clone(), self.inner.limits.time()),
+            Purpose::Request(_) => (self.inner.queue.clone(), self.inner.limits.time()),
             Purpose::Tooling => (self.inner.queue.scheduler().tooling(), TOOLING_TIME),
             Purpose::Snapshot(_) => (
                 self.inner.queue.scheduler().tooling(),
@@ -701,16 +784,17 @@ impl Sandbox {
             }
         };
         let (environment, outbound) = match purpose {
-            Purpose::Request | Purpose::Startup | Purpose::Migration(_) => (
+            Purpose::Request(_) | Purpose::Startup | Purpose::Migration(_) => (
                 self.inner.environment.clone(),
                 Some(self.inner.outbound.clone()),
             ),
             Purpose::Tooling | Purpose::Snapshot(_) => (self.inner.declared.clone(), None),
         };
-        let (watch, staged) = match purpose {
-            Purpose::Snapshot(watch) => (Some(watch), None),
-            Purpose::Migration(staged) => (None, Some(staged)),
-            _ => (None, None),
+        let (watch, staged, tap) = match purpose {
+            Purpose::Snapshot(watch) => (Some(watch), None, None),
+            Purpose::Migration(staged) => (None, Some(staged), None),
+            Purpose::Request(tap) => (None, None, tap),
+            _ => (None, None, None),
         };
         // The request's trace, while traces are exported: its wait for a turn, and its call.
         let parent = crate::traces::current();
@@ -730,7 +814,7 @@ impl Sandbox {
                     budget,
                     environment,
                     outbound,
-                    (watch, staged),
+                    (watch, staged, tap),
                     (label, trace),
                     export,
                 )
@@ -771,7 +855,11 @@ impl Inner {
         budget: Budget,
         environment: Environment,
         outbound: Option<Arc<crate::outbound::Gate>>,
-        (watch, staged): (Option<Arc<slots::MemoryWatch>>, Option<Arc<Staged>>),
+        (watch, staged, tap): (
+            Option<Arc<slots::MemoryWatch>>,
+            Option<Arc<Staged>>,
+            Option<crate::replay::Tap>,
+        ),
         (label, trace): (String, Option<crate::traces::CallTrace>),
         export: F,
     ) -> Result<T, SandboxError>
@@ -805,6 +893,10 @@ impl Inner {
         }
         let output = output::GuestOutput::default();
         wasi.stdout(output.clone()).stderr(output.clone());
+        // Recorded or replayed: the clocks and randomness go through the tape.
+        if let Some(tap) = &tap {
+            tap.configure(&mut wasi);
+        }
         // Printed when the call ends, however it ends (a call past its wall-clock limit is
         // dropped where it waits).
         let _emit = EmitOnDrop {
@@ -844,6 +936,7 @@ impl Inner {
         state.environment = environment.clone();
         state.outbound = outbound.map(|gate| gate.session(deadline));
         state.trace = trace;
+        state.tap = tap;
         let mut store = Store::new(self.guest.engine().engine(), state);
         store.limiter(|state| &mut state.limits);
 
@@ -869,6 +962,55 @@ impl Inner {
             Err(trap) => {
                 let refused = store.data().limits.refused();
                 Err(guest::classify_trap(trap, limits, &budget, refused))
+            }
+        }
+    }
+}
+
+/// A request as a trace keeps it.
+fn tape_request(request: &HttpRequest) -> crate::replay::tape::Request {
+    crate::replay::tape::Request {
+        method: request.method.clone(),
+        path: request.path.clone(),
+        query: request.query.clone(),
+        headers: request.headers.clone(),
+        body: crate::replay::tape::Bytes(request.body.clone()),
+        client: request.client.clone(),
+    }
+}
+
+/// How a request's call ended, as a trace keeps it: the status is the one the server answers
+/// with (`crate::router`'s: 504 past a time limit, 503 when its queue was full, else 500).
+pub fn tape_outcome(outcome: &Result<HttpResponse, SandboxError>) -> crate::replay::Outcome {
+    use crate::replay::Outcome;
+    match outcome {
+        Ok(response) => Outcome::response(response.status, &response.body),
+        Err(error) => {
+            let (status, kind) = match error {
+                SandboxError::Project(_) => (500, "Project"),
+                SandboxError::Timeout(_) => (504, "Timeout"),
+                SandboxError::Busy(_) => (503, "Busy"),
+                SandboxError::MemoryCap(_) => (500, "MemoryCap"),
+                SandboxError::Trap(_) => (500, "Trap"),
+                SandboxError::StackExhausted(_) => (500, "StackExhausted"),
+                SandboxError::Exited(_) => (500, "Exited"),
+                SandboxError::Instantiate(_) => (500, "Instantiate"),
+                SandboxError::Setup(_) => (500, "Setup"),
+            };
+            let (message, file, line) = match error {
+                SandboxError::Project(project) => (
+                    format!("{}: {}", project.kind, project.message),
+                    project.file.clone(),
+                    project.line,
+                ),
+                other => (other.to_string(), None, None),
+            };
+            Outcome::Failed {
+                status,
+                error: kind.into(),
+                message,
+                file,
+                line,
             }
         }
     }

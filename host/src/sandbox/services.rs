@@ -20,9 +20,11 @@ use super::{
         background, environment, kv, outbound, passwords, plugins, response_stream, snapshot, sql,
         stdlib, trace, types, upstream, websocket,
     },
+    tap::{hidden, taped},
 };
 use crate::{
     db,
+    replay::tape::Bytes,
     sandbox::{HttpRequest, HttpResponse},
     scheduler::Budget,
     traces::Active,
@@ -35,51 +37,81 @@ pub type Upstream = Box<dyn FnMut(HttpRequest) -> HttpResponse + Send>;
 impl types::Host for CallState {}
 
 impl environment::Host for CallState {
-    fn declared(&mut self) -> environment::Declarations {
-        environment::Declarations {
+    fn declared(&mut self) -> wasmtime::Result<environment::Declarations> {
+        let tap = taped!(self, "environment.declared", ());
+        let declarations = environment::Declarations {
             settings: self.environment.settings_json().to_string(),
             names: self.environment.names().to_vec(),
-        }
+        };
+        tap.end(self, Ok(declarations))
     }
 
     /// Empty but in a request's call: the sandbox gives the server's own calls (and the build)
     /// the declarations only.
-    fn values(&mut self) -> Vec<(String, String)> {
-        self.environment.values().to_vec()
+    /// Recorded as `[NAME]` placeholders, which a replay gives route code instead.
+    fn values(&mut self) -> wasmtime::Result<Vec<(String, String)>> {
+        let tap = taped!(self, "environment.values", ());
+        let values = self.environment.values().to_vec();
+        tap.end_kept(self, Ok(values), |values| {
+            let placeholder = |name: &String| (name.clone(), format!("[{name}]"));
+            values.iter().map(|(name, _)| placeholder(name)).collect()
+        })
     }
 }
 
 impl kv::Host for CallState {
-    async fn get(&mut self, key: String) -> Result<Option<String>, String> {
+    async fn get(&mut self, key: String) -> wasmtime::Result<Result<Option<String>, String>> {
+        let tap = taped!(self, "kv.get", (&key,));
         let span = self.kv_span("get");
-        self.kv
+        let done = self
+            .kv
             .get(&key)
             .await
-            .map_err(|e| failed(&span, e.to_string()))
+            .map_err(|e| failed(&span, e.to_string()));
+        tap.end(self, Ok(done))
     }
 
-    async fn set(&mut self, key: String, value: String, ttl_ms: Option<u64>) -> Result<(), String> {
+    async fn set(
+        &mut self,
+        key: String,
+        value: String,
+        ttl_ms: Option<u64>,
+    ) -> wasmtime::Result<Result<(), String>> {
+        let tap = taped!(self, "kv.set", (&key, &value, ttl_ms));
         let span = self.kv_span("set");
-        self.kv
+        let done = self
+            .kv
             .set(&key, value, ttl_ms.map(Duration::from_millis))
             .await
-            .map_err(|e| failed(&span, e.to_string()))
+            .map_err(|e| failed(&span, e.to_string()));
+        tap.end(self, Ok(done))
     }
 
-    async fn delete(&mut self, key: String) -> Result<bool, String> {
+    async fn delete(&mut self, key: String) -> wasmtime::Result<Result<bool, String>> {
+        let tap = taped!(self, "kv.delete", (&key,));
         let span = self.kv_span("delete");
-        self.kv
+        let done = self
+            .kv
             .delete(&key)
             .await
-            .map_err(|e| failed(&span, e.to_string()))
+            .map_err(|e| failed(&span, e.to_string()));
+        tap.end(self, Ok(done))
     }
 
-    async fn incr(&mut self, key: String, by: i64, ttl_ms: Option<u64>) -> Result<i64, String> {
+    async fn incr(
+        &mut self,
+        key: String,
+        by: i64,
+        ttl_ms: Option<u64>,
+    ) -> wasmtime::Result<Result<i64, String>> {
+        let tap = taped!(self, "kv.incr", (&key, by, ttl_ms));
         let span = self.kv_span("incr");
-        self.kv
+        let done = self
+            .kv
             .incr(&key, by, ttl_ms.map(Duration::from_millis))
             .await
-            .map_err(|e| failed(&span, e.to_string()))
+            .map_err(|e| failed(&span, e.to_string()));
+        tap.end(self, Ok(done))
     }
 
     async fn compare_and_set(
@@ -88,12 +120,19 @@ impl kv::Host for CallState {
         expected: Option<String>,
         value: Option<String>,
         ttl_ms: Option<u64>,
-    ) -> Result<bool, String> {
+    ) -> wasmtime::Result<Result<bool, String>> {
+        let tap = taped!(
+            self,
+            "kv.compare_and_set",
+            (&key, &expected, &value, ttl_ms)
+        );
         let span = self.kv_span("compare_and_set");
-        self.kv
+        let done = self
+            .kv
             .compare_and_set(&key, expected, value, ttl_ms.map(Duration::from_millis))
             .await
-            .map_err(|e| failed(&span, e.to_string()))
+            .map_err(|e| failed(&span, e.to_string()));
+        tap.end(self, Ok(done))
     }
 
     async fn keys(
@@ -101,24 +140,30 @@ impl kv::Host for CallState {
         prefix: String,
         after: Option<String>,
         limit: u32,
-    ) -> Result<Vec<String>, String> {
+    ) -> wasmtime::Result<Result<Vec<String>, String>> {
+        let tap = taped!(self, "kv.keys", (&prefix, &after, limit));
         let span = self.kv_span("keys");
-        self.kv
+        let done = self
+            .kv
             .keys(&prefix, after, limit as usize)
             .await
-            .map_err(|e| failed(&span, e.to_string()))
+            .map_err(|e| failed(&span, e.to_string()));
+        tap.end(self, Ok(done))
     }
 
     async fn write(
         &mut self,
         entries: Vec<(String, Option<String>)>,
         ttl_ms: Option<u64>,
-    ) -> Result<(), String> {
+    ) -> wasmtime::Result<Result<(), String>> {
+        let tap = taped!(self, "kv.write", (&entries, ttl_ms));
         let span = self.kv_span("write");
-        self.kv
+        let done = self
+            .kv
             .write(entries, ttl_ms.map(Duration::from_millis))
             .await
-            .map_err(|e| failed(&span, e.to_string()))
+            .map_err(|e| failed(&span, e.to_string()));
+        tap.end(self, Ok(done))
     }
 }
 
@@ -127,16 +172,21 @@ impl kv::Host for CallState {
 /// there: the statement is interrupted and the call traps, as at an epoch tick (504).
 impl sql::Host for CallState {
     async fn dialect(&mut self) -> wasmtime::Result<sql::Engine> {
-        Ok(if self.db.database_is_postgres() {
-            sql::Engine::Postgres
-        } else {
-            sql::Engine::Sqlite
-        })
+        let tap = taped!(self, "sql.dialect", ());
+        tap.end(
+            self,
+            Ok(if self.db.database_is_postgres() {
+                sql::Engine::Postgres
+            } else {
+                sql::Engine::Sqlite
+            }),
+        )
     }
 
     async fn open(&mut self, database: String) -> wasmtime::Result<Result<u32, sql::Error>> {
+        let tap = taped!(self, "sql.open", (&database,));
         let opened = self.db.open(&database).await.map_err(error);
-        self.within_budget(opened)
+        tap.end(self, self.within_budget(opened))
     }
 
     async fn execute(
@@ -146,6 +196,11 @@ impl sql::Host for CallState {
         params: sql::Params,
         begin: Option<String>,
     ) -> wasmtime::Result<Result<sql::Outcome, sql::Error>> {
+        let tap = taped!(
+            self,
+            "sql.execute",
+            (connection, &statement, &params, &begin)
+        );
         let span = self.statement_span(&statement);
         let started = std::time::Instant::now();
         let done = self
@@ -155,7 +210,7 @@ impl sql::Host for CallState {
             .map(outcome)
             .map_err(|e| failed(&span, error(e)));
         crate::metrics::database_statement(started.elapsed());
-        self.within_budget(done)
+        tap.end(self, self.within_budget(done))
     }
 
     async fn execute_many(
@@ -165,6 +220,11 @@ impl sql::Host for CallState {
         params: Vec<sql::Params>,
         begin: Option<String>,
     ) -> wasmtime::Result<Result<sql::Outcome, sql::Error>> {
+        let tap = taped!(
+            self,
+            "sql.execute_many",
+            (connection, &statement, &params, &begin)
+        );
         let params = params.into_iter().map(from_params).collect();
         let span = self.statement_span(&statement);
         let started = std::time::Instant::now();
@@ -175,7 +235,7 @@ impl sql::Host for CallState {
             .map(outcome)
             .map_err(|e| failed(&span, error(e)));
         crate::metrics::database_statement(started.elapsed());
-        self.within_budget(done)
+        tap.end(self, self.within_budget(done))
     }
 
     async fn execute_script(
@@ -183,6 +243,7 @@ impl sql::Host for CallState {
         connection: u32,
         script: String,
     ) -> wasmtime::Result<Result<sql::Outcome, sql::Error>> {
+        let tap = taped!(self, "sql.execute_script", (connection, &script));
         let span = self.statement_span(&script);
         let started = std::time::Instant::now();
         let done = self
@@ -192,22 +253,25 @@ impl sql::Host for CallState {
             .map(outcome)
             .map_err(|e| failed(&span, error(e)));
         crate::metrics::database_statement(started.elapsed());
-        self.within_budget(done)
+        tap.end(self, self.within_budget(done))
     }
 
     async fn commit(&mut self, connection: u32) -> wasmtime::Result<Result<(), sql::Error>> {
+        let tap = taped!(self, "sql.commit", (connection,));
         let done = self.db.commit(connection).await.map_err(error);
-        self.within_budget(done)
+        tap.end(self, self.within_budget(done))
     }
 
     async fn rollback(&mut self, connection: u32) -> wasmtime::Result<Result<(), sql::Error>> {
+        let tap = taped!(self, "sql.rollback", (connection,));
         let done = self.db.rollback(connection).await.map_err(error);
-        self.within_budget(done)
+        tap.end(self, self.within_budget(done))
     }
 
     async fn close(&mut self, connection: u32) -> wasmtime::Result<()> {
+        let tap = taped!(self, "sql.close", (connection,));
         self.db.close(connection);
-        Ok(())
+        tap.end(self, Ok(()))
     }
 }
 
@@ -307,8 +371,8 @@ fn error(error: db::DbError) -> sql::Error {
     }
 }
 
-impl outbound::Host for CallState {
-    async fn start(
+impl CallState {
+    async fn outbound_start(
         &mut self,
         request: outbound::Request,
         body: Vec<u8>,
@@ -346,14 +410,19 @@ impl outbound::Host for CallState {
         Ok(started)
     }
 
-    async fn write(&mut self, call: u32, body: Vec<u8>, more: bool) -> Result<(), outbound::Error> {
+    async fn outbound_write(
+        &mut self,
+        call: u32,
+        body: Vec<u8>,
+        more: bool,
+    ) -> Result<(), outbound::Error> {
         self.outbound_session()?
             .write(call, body, more)
             .await
             .map_err(outbound_error)
     }
 
-    async fn wait(&mut self, calls: Vec<u32>, timeout_ms: Option<u64>) -> Vec<u32> {
+    async fn outbound_wait(&mut self, calls: Vec<u32>, timeout_ms: Option<u64>) -> Vec<u32> {
         match self.outbound.as_mut() {
             Some(session) => {
                 session
@@ -364,7 +433,7 @@ impl outbound::Host for CallState {
         }
     }
 
-    async fn head(&mut self, call: u32) -> Result<outbound::Response, outbound::Error> {
+    async fn outbound_head(&mut self, call: u32) -> Result<outbound::Response, outbound::Error> {
         let head = self.outbound_session()?.head(call).await;
         if let Some(trace) = self.trace.as_mut() {
             trace.outbound_answered(call, head.as_ref().map(|h| h.status).map_err(|_| "failed"));
@@ -376,14 +445,14 @@ impl outbound::Host for CallState {
         })
     }
 
-    async fn read(&mut self, call: u32, max: u32) -> Result<Vec<u8>, outbound::Error> {
+    async fn outbound_read(&mut self, call: u32, max: u32) -> Result<Vec<u8>, outbound::Error> {
         self.outbound_session()?
             .read(call, max as usize)
             .await
             .map_err(outbound_error)
     }
 
-    async fn close(&mut self, call: u32) {
+    async fn outbound_close(&mut self, call: u32) {
         if let Some(session) = self.outbound.as_mut() {
             session.close(call);
         }
@@ -393,7 +462,83 @@ impl outbound::Host for CallState {
     }
 }
 
+/// Each call taped (`super::tap`): bodies as [`Bytes`], which a trace keeps as text when it
+/// is UTF-8, where the operator's values are redacted.
+impl outbound::Host for CallState {
+    async fn start(
+        &mut self,
+        request: outbound::Request,
+        body: Vec<u8>,
+        more: bool,
+    ) -> wasmtime::Result<Result<u32, outbound::Error>> {
+        let tap = taped!(
+            self,
+            "outbound.start",
+            (&request, Bytes(body.clone()), more)
+        );
+        let started = self.outbound_start(request, body, more).await;
+        tap.end(self, Ok(started))
+    }
+
+    async fn write(
+        &mut self,
+        call: u32,
+        body: Vec<u8>,
+        more: bool,
+    ) -> wasmtime::Result<Result<(), outbound::Error>> {
+        let tap = taped!(self, "outbound.write", (call, Bytes(body.clone()), more));
+        let written = self.outbound_write(call, body, more).await;
+        tap.end(self, Ok(written))
+    }
+
+    /// Which calls are ready: the order concurrent calls completed in.
+    async fn wait(
+        &mut self,
+        calls: Vec<u32>,
+        timeout_ms: Option<u64>,
+    ) -> wasmtime::Result<Vec<u32>> {
+        let tap = taped!(self, "outbound.wait", (&calls, timeout_ms));
+        let ready = self.outbound_wait(calls, timeout_ms).await;
+        tap.end(self, Ok(ready))
+    }
+
+    async fn head(
+        &mut self,
+        call: u32,
+    ) -> wasmtime::Result<Result<outbound::Response, outbound::Error>> {
+        let tap = taped!(self, "outbound.head", (call,));
+        let head = self.outbound_head(call).await;
+        tap.end(self, Ok(head))
+    }
+
+    async fn read(
+        &mut self,
+        call: u32,
+        max: u32,
+    ) -> wasmtime::Result<Result<Vec<u8>, outbound::Error>> {
+        let read = self.outbound_read_taped(call, max).await?;
+        Ok(read.map(|bytes| bytes.0))
+    }
+
+    async fn close(&mut self, call: u32) -> wasmtime::Result<()> {
+        let tap = taped!(self, "outbound.close", (call,));
+        self.outbound_close(call).await;
+        tap.end(self, Ok(()))
+    }
+}
+
 impl CallState {
+    /// `outbound.read`, taped with the body as [`Bytes`].
+    async fn outbound_read_taped(
+        &mut self,
+        call: u32,
+        max: u32,
+    ) -> wasmtime::Result<Result<Bytes, outbound::Error>> {
+        let tap = taped!(self, "outbound.read", (call, max));
+        let read = self.outbound_read(call, max).await.map(Bytes);
+        tap.end(self, Ok(read))
+    }
+
     /// This call's outbound session; the server's own calls (route inspection, `config.py`,
     /// the build) have none.
     fn outbound_session(&mut self) -> Result<&mut crate::outbound::Session, outbound::Error> {
@@ -461,8 +606,9 @@ fn attribute(value: trace::Value) -> opentelemetry::Value {
 }
 
 impl upstream::Host for CallState {
-    fn respond(&mut self, request: HttpRequest) -> HttpResponse {
-        match self.upstream.as_mut() {
+    fn respond(&mut self, request: HttpRequest) -> wasmtime::Result<HttpResponse> {
+        let tap = taped!(self, "upstream.respond", (&request.method, &request.path));
+        let response = match self.upstream.as_mut() {
             Some(answer) => answer(request),
             // Only a `host` target gets an upstream; the guest asks for it only then.
             None => HttpResponse {
@@ -471,7 +617,8 @@ impl upstream::Host for CallState {
                 body: br#"{"detail":"Internal Server Error"}"#.to_vec(),
                 host_body: false,
             },
-        }
+        };
+        tap.end(self, Ok(response))
     }
 }
 
@@ -479,6 +626,11 @@ impl background::Host for CallState {
     /// Hands a request's response to [`super::Sandbox::handle`], which answers with it while
     /// the call goes on to run the background tasks.
     fn respond(&mut self, response: HttpResponse) -> bool {
+        // Taped: this is the response the client gets, not the call's own return.
+        if let Some(tap) = self.tap() {
+            let early = crate::replay::Outcome::response(response.status, &response.body);
+            tap.responded(early);
+        }
         match self.early.take() {
             Some(sender) => sender.send(super::Early::Response(response)).is_ok(),
             None => false,
@@ -562,12 +714,14 @@ impl plugins::Host for CallState {
         function: String,
         args: Vec<plugins::Node>,
     ) -> wasmtime::Result<Result<Vec<plugins::Node>, plugins::CallError>> {
-        match &mut self.plugins {
+        let tap = taped!(self, "plugins.call", (&plugin, &function, &args));
+        let called = match &mut self.plugins {
             Some(session) => session.call(&plugin, &function, args).await,
             None => Ok(Err(plugins::CallError::Unknown(
                 super::plugin_calls::no_plugins(&plugin),
             ))),
-        }
+        };
+        tap.end(self, called)
     }
 }
 
@@ -590,10 +744,18 @@ impl passwords::Host for CallState {
         password: Vec<u8>,
         setting: Vec<u8>,
     ) -> wasmtime::Result<Result<Vec<u8>, String>> {
+        let tap = taped!(
+            self,
+            "passwords.bcrypt_hash",
+            (hidden(&password), Bytes(setting.clone()))
+        );
         let mut meter = self.password_meter();
-        finish(crate::passwords::bcrypt::hash(
-            &password, &setting, &mut meter,
-        ))
+        tap.end(
+            self,
+            finish(crate::passwords::bcrypt::hash(
+                &password, &setting, &mut meter,
+            )),
+        )
     }
 
     fn bcrypt_check(
@@ -601,10 +763,18 @@ impl passwords::Host for CallState {
         password: Vec<u8>,
         hashed: Vec<u8>,
     ) -> wasmtime::Result<Result<bool, String>> {
+        let tap = taped!(
+            self,
+            "passwords.bcrypt_check",
+            (hidden(&password), Bytes(hashed.clone()))
+        );
         let mut meter = self.password_meter();
-        finish(crate::passwords::bcrypt::check_password(
-            &password, &hashed, &mut meter,
-        ))
+        tap.end(
+            self,
+            finish(crate::passwords::bcrypt::check_password(
+                &password, &hashed, &mut meter,
+            )),
+        )
     }
 
     fn bcrypt_kdf(
@@ -614,10 +784,18 @@ impl passwords::Host for CallState {
         length: u32,
         rounds: u32,
     ) -> wasmtime::Result<Result<Vec<u8>, String>> {
+        let tap = taped!(
+            self,
+            "passwords.bcrypt_kdf",
+            (hidden(&password), Bytes(salt.clone()), length, rounds)
+        );
         let mut meter = self.password_meter();
-        finish(crate::passwords::bcrypt::kdf(
-            &password, &salt, length, rounds, &mut meter,
-        ))
+        tap.end(
+            self,
+            finish(crate::passwords::bcrypt::kdf(
+                &password, &salt, length, rounds, &mut meter,
+            )),
+        )
     }
 
     fn argon2_hash(
@@ -636,9 +814,20 @@ impl passwords::Host for CallState {
             passwords::Argon2Variant::Argon2i => crate::passwords::Argon2Variant::I,
             passwords::Argon2Variant::Argon2id => crate::passwords::Argon2Variant::Id,
         };
+        let tap = taped!(
+            self,
+            "passwords.argon2_hash",
+            (
+                format!("{kind:?}"),
+                version,
+                hidden(&secret),
+                Bytes(salt.clone()),
+                (time_cost, memory_cost, parallelism, hash_len)
+            )
+        );
         let cap = self.limits.cap() as u64;
         let mut meter = self.password_meter();
-        finish(crate::passwords::argon2::hash_raw(
+        let hashed = finish(crate::passwords::argon2::hash_raw(
             variant,
             version,
             &secret,
@@ -649,7 +838,8 @@ impl passwords::Host for CallState {
             hash_len,
             cap,
             &mut meter,
-        ))
+        ));
+        tap.end(self, hashed)
     }
 
     fn pbkdf2_hmac(
@@ -660,10 +850,24 @@ impl passwords::Host for CallState {
         iterations: u32,
         length: u32,
     ) -> wasmtime::Result<Result<Vec<u8>, String>> {
+        let tap = taped!(
+            self,
+            "passwords.pbkdf2_hmac",
+            (
+                &digest,
+                hidden(&password),
+                Bytes(salt.clone()),
+                iterations,
+                length
+            )
+        );
         let mut meter = self.password_meter();
-        finish(crate::passwords::pbkdf2::pbkdf2_hmac(
-            &digest, &password, &salt, iterations, length, &mut meter,
-        ))
+        tap.end(
+            self,
+            finish(crate::passwords::pbkdf2::pbkdf2_hmac(
+                &digest, &password, &salt, iterations, length, &mut meter,
+            )),
+        )
     }
 
     fn scrypt(
@@ -676,11 +880,24 @@ impl passwords::Host for CallState {
         max_memory: u64,
         length: u32,
     ) -> wasmtime::Result<Result<Vec<u8>, String>> {
+        let tap = taped!(
+            self,
+            "passwords.scrypt",
+            (
+                hidden(&password),
+                Bytes(salt.clone()),
+                (n, r, p, max_memory),
+                length
+            )
+        );
         let cap = self.limits.cap() as u64;
         let mut meter = self.password_meter();
-        finish(crate::passwords::scrypt::scrypt(
-            &password, &salt, n, r, p, max_memory, length, cap, &mut meter,
-        ))
+        tap.end(
+            self,
+            finish(crate::passwords::scrypt::scrypt(
+                &password, &salt, n, r, p, max_memory, length, cap, &mut meter,
+            )),
+        )
     }
 }
 

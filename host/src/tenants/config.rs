@@ -26,6 +26,10 @@
 //! outbound_connections = 32      # its outbound connections open at once
 //! cpu_ms = 500
 //!
+//! record = true                 # tape its requests; keep 5xx traces in data_dir/traces/
+//! record_sample = 0.01           # and this fraction of the others [default: 0]
+//! traces_token = "..."           # its bearer token for /tenants/acme/traces on the admin address
+//!
 //! [tenant.acme.env]              # the same, written here (these come first)
 //! JWT_SECRET = "..."
 //! ```
@@ -112,6 +116,9 @@ struct RawTenant {
     migrate: Option<Spanned<bool>>,
     env: Option<Spanned<BTreeMap<String, String>>>,
     env_file: Option<Spanned<String>>,
+    record: Option<Spanned<bool>>,
+    record_sample: Option<Spanned<f64>>,
+    traces_token: Option<Spanned<String>>,
     outbound: Option<Spanned<Vec<String>>>,
     outbound_connections: Option<Spanned<u32>>,
     memory_mb: Option<Spanned<u64>>,
@@ -251,6 +258,13 @@ pub struct TenantConfig {
     /// (`outbound_connections`): its project's `config.py` can only narrow them.
     pub outbound: crate::outbound::OperatorGrant,
     pub limits: TenantLimits,
+    /// `record = true`: its requests are taped, and the traces of 5xx answers (and
+    /// `record_sample` of the others, the value here) kept in `data_dir/traces/`
+    /// (`crate::replay`); None: not recorded.
+    pub record: Option<f64>,
+    /// `traces_token`: the bearer token that opens its traces, and only its, on the admin
+    /// address (`/tenants/NAME/traces`); None: they are not served.
+    pub traces_token: Option<String>,
 }
 
 /// Process-wide settings of a multi-tenant server.
@@ -491,6 +505,35 @@ impl TenantsConfig {
                     None => None,
                 },
             };
+            let record = match (&section.record, &section.record_sample) {
+                (Some(on), sample) if *on.get_ref() => match sample {
+                    None => Some(0.0),
+                    Some(s) if (0.0..=1.0).contains(s.get_ref()) => Some(*s.get_ref()),
+                    Some(s) => {
+                        return Err(at(
+                            Some(s.span()),
+                            format!("tenant {name}: `record_sample` must be from 0 to 1"),
+                        ));
+                    }
+                },
+                (_, Some(s)) => {
+                    return Err(at(
+                        Some(s.span()),
+                        format!("tenant {name}: `record_sample` needs `record = true`"),
+                    ));
+                }
+                _ => None,
+            };
+            let traces_token = match &section.traces_token {
+                Some(token) if token.get_ref().len() < 16 => {
+                    return Err(at(
+                        Some(token.span()),
+                        format!("tenant {name}: `traces_token` must be at least 16 characters"),
+                    ));
+                }
+                Some(token) => Some(token.get_ref().clone()),
+                None => None,
+            };
             tenants.push(TenantConfig {
                 name: name.clone(),
                 hosts,
@@ -508,6 +551,8 @@ impl TenantsConfig {
                 env_file,
                 outbound,
                 limits,
+                record,
+                traces_token,
             });
         }
         let default_tenant = match &raw.default_tenant {

@@ -302,6 +302,22 @@ fn queue_config(config: &TenantConfig) -> QueueConfig {
     }
 }
 
+/// Where a tenant's kept traces live: its data folder's `traces/`.
+fn trace_store(config: &TenantConfig) -> crate::replay::store::TraceStore {
+    let settings = crate::replay::RecordSettings::default();
+    crate::replay::store::TraceStore::new(
+        config.data_dir.join("traces"),
+        settings.max_traces,
+        settings.max_bytes,
+    )
+}
+
+/// Whether two secrets are equal, in time that does not depend on where they differ.
+fn same_secret(a: &str, b: &str) -> bool {
+    let (a, b) = (blake3::hash(a.as_bytes()), blake3::hash(b.as_bytes()));
+    a == b
+}
+
 /// The tenants a server serves, shared by every connection.
 #[derive(Clone)]
 pub struct Tenants {
@@ -380,6 +396,20 @@ impl Tenants {
     /// Every configured tenant, in file order.
     pub fn all(&self) -> Vec<Arc<Tenant>> {
         self.inner.directory.load().tenants.clone()
+    }
+
+    /// Tenant `name`'s kept traces, for a client that shows its `traces_token`; None when the
+    /// token is not that tenant's (or it has none, or there is no such tenant: the answer does
+    /// not tell which).
+    pub fn traces(
+        &self,
+        name: &str,
+        token: Option<&str>,
+    ) -> Option<Arc<crate::replay::store::TraceStore>> {
+        let directory = self.inner.directory.load();
+        let tenant = directory.tenants.iter().find(|t| t.name() == name)?;
+        let own = tenant.config.traces_token.as_deref()?;
+        same_secret(own, token?).then(|| Arc::new(trace_store(&tenant.config)))
     }
 
     /// The configuration in force.
@@ -607,9 +637,28 @@ impl Tenants {
                 gathered.environment,
             )
             .map_err(LoadFailure::of)
+            .map(|loaded| (loaded, opened.bundle_blake3.clone()))
         })
         .await
         .map_err(|e| LoadFailure::Refused(format!("loading panicked: {e}")))??;
+        let (loaded, bundle) = loaded;
+        // `record = true`: its requests taped, its traces kept in its own data folder.
+        if let Some(sample) = tenant.config.record {
+            let store = trace_store(&tenant.config);
+            let settings = crate::replay::RecordSettings {
+                sample,
+                ..Default::default()
+            };
+            let recorder = crate::replay::Recorder::new(
+                settings,
+                bundle,
+                Some(tenant.config.name.clone()),
+                Arc::new(store),
+            );
+            let current = loaded.app.current();
+            let recorded = current.sandbox.with_recorder(Some(Arc::new(recorder)));
+            loaded.app.upgrade(&current, recorded);
+        }
         // The project's start-up hook (`startup.py`), at every load, before its first request.
         let current = loaded.app.current();
         match crate::startup::run(&current.sandbox, &current.project.root_files).await {
