@@ -193,10 +193,6 @@ class Guest(exports.Guest):
             warmup.run(_to_wit)
         except Exception:  # noqa: BLE001
             pass
-        try:
-            warmup.database()
-        except Exception:  # noqa: BLE001
-            pass
         warmup.packages()
         # Last: what the host makes immortal before it takes the snapshot. Only speed depends on
         # it too: what was sent before a failure is as valid as the whole list.
