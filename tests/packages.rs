@@ -93,6 +93,30 @@ fn pypi_packages_work_from_routes_in_dev_and_run() {
         .filter(|p| p.ends_with(".so") || p.contains(".so."))
         .collect();
     assert!(native.is_empty(), "native files installed: {native:?}");
+    // Compiled to bytecode for the guest's CPython, beside each module, once.
+    assert!(
+        stdout.contains("compiled their ") && stdout.contains(" modules for the sandbox"),
+        "{stdout}\n{stderr}"
+    );
+    let packages = project.path().join(".packages");
+    assert!(
+        packages
+            .join("jwt/__pycache__/api_jwt.cpython-314.pyc")
+            .is_file(),
+        "{:?}",
+        walk(&packages.join("jwt"))
+    );
+    // A module changed after the install is imported from its source, not its stale bytecode,
+    // in `dev` (its snapshot of the packages, and imports from the folder) and in a build.
+    let api = packages.join("jwt/api_jwt.py");
+    let mut source = std::fs::read_to_string(&api).unwrap();
+    source.push_str("\nFILEROUTER_EDITED = 'after the install'\n");
+    std::fs::write(&api, source).unwrap();
+    project.write(
+        "routes/edited/route.py",
+        "from jwt import api_jwt\n\ndef GET(request):\n    return {'edited': getattr(api_jwt, 'FILEROUTER_EDITED', None)}\n",
+    );
+    let edited = json!({"edited": "after the install"});
 
     let expected = json!({
         "page": "<p>Hello &lt;World&gt;</p>",
@@ -105,6 +129,7 @@ fn pypi_packages_work_from_routes_in_dev_and_run() {
         let response = dev.get("/");
         assert_eq!(response.status(), 200, "{}", dev.log());
         assert_eq!(json(response), expected);
+        assert_eq!(json(dev.get("/edited")), edited, "{}", dev.log());
         // The mount is read-only: a route cannot change the installed packages.
         project.write(
             "routes/write/route.py",
@@ -129,6 +154,7 @@ fn pypi_packages_work_from_routes_in_dev_and_run() {
     let response = served.get("/");
     assert_eq!(response.status(), 200, "{}", served.log());
     assert_eq!(json(response), expected);
+    assert_eq!(json(served.get("/edited")), edited, "{}", served.log());
 }
 
 #[test]

@@ -17,6 +17,7 @@ import io
 import re
 import sys
 
+import bytecode
 import importing
 
 # Route file (relative to routes/) -> the module imported at build time.
@@ -107,6 +108,8 @@ class PackageFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         rel, _ = self._path(module.__name__)
         module.__file__ = PACKAGES_ROOT + rel
         code = COMPILED.get(rel)
+        if code is None:
+            code = bytecode.cached_code(rel, PACKAGES[rel], PACKAGES)
         if code is None:
             code = compile(PACKAGES[rel], module.__file__, "exec", dont_inherit=True)
         exec(code, module.__dict__)
@@ -225,15 +228,23 @@ def install_packages(files):
 
 
 def compile_packages():
-    """Compile every module of `PACKAGES` and keep its code in `COMPILED`. One that does not
-    compile is left out: importing it raises the `SyntaxError` then, as it would have."""
-    for rel, data in PACKAGES.items():
+    """Compile every module of `PACKAGES` and keep its code in `COMPILED` (unmarshalled, when
+    `filerouter packages install` compiled it: `bytecode`). One that does not compile is left
+    out: importing it raises the `SyntaxError` then, as it would have."""
+    for rel, data in list(PACKAGES.items()):
         if not rel.endswith(".py"):
+            continue
+        code = bytecode.cached_code(rel, data, PACKAGES)
+        if code is not None:
+            COMPILED[rel] = code
             continue
         try:
             COMPILED[rel] = compile(data, PACKAGES_ROOT + rel, "exec", dont_inherit=True)
         except (SyntaxError, ValueError):
             pass
+    # The compiled files have served: the packages' files are what route code may read.
+    for rel in [rel for rel in PACKAGES if rel.startswith("__pycache__/") or "/__pycache__/" in rel]:
+        del PACKAGES[rel]
 
 
 def top_level_names():

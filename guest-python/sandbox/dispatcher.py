@@ -18,6 +18,7 @@ import preload  # noqa: F401, I001
 import bundled  # noqa: F401, I001
 
 import alembic_history
+import bytecode
 import describe
 import immortal
 import importing
@@ -256,6 +257,13 @@ class Guest(exports.Guest):
         _start_instance()
         try:
             return alembic_history.run(args, report_current)
+        except BaseException as exc:
+            raise Err(project.error_report(exc)) from None
+
+    def compile_packages(self):
+        _start_instance()
+        try:
+            return bytecode.compile_tree(project.PACKAGES_DIR, project.PACKAGES_DIR)
         except BaseException as exc:
             raise Err(project.error_report(exc)) from None
 

@@ -286,6 +286,7 @@ async fn call(
             Staged {
                 dir: staged.path().to_path_buf(),
                 writable,
+                at: "/project",
             },
         )
         .await?;

@@ -110,7 +110,7 @@ impl Imported {
             return Ok(Some(image));
         }
         let root = self.root.clone();
-        let files = tokio::task::spawn_blocking(move || packages::files(&root))
+        let files = tokio::task::spawn_blocking(move || packages::files_and_bytecode(&root))
             .await
             .map_err(|e| e.to_string())?
             .map_err(|e| e.to_string())?;

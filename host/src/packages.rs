@@ -532,6 +532,9 @@ impl Requirements {
     }
 }
 
+/// How the guest's CPython names a module's compiled file in `__pycache__`.
+const BYTECODE_SUFFIX: &str = ".cpython-314.pyc";
+
 /// The project's package folder, if `routes_dir`'s project has one: what `dev` mounts.
 pub fn mounted(routes_dir: &Path) -> Option<PathBuf> {
     let dir = routes_dir.parent()?.join(DIR);
@@ -539,8 +542,20 @@ pub fn mounted(routes_dir: &Path) -> Option<PathBuf> {
 }
 
 /// Every file of the project's `.packages/`, as (path relative to it, bytes), sorted: what
-/// `build` bakes. Empty when there is none. Compiled files and scripts are left out.
+/// `build` bakes. Empty when there is none. Compiled files and scripts are left out: a build's
+/// snapshot would keep the compiled files' bytes in its memory after its imports.
 pub fn files(root: &Path) -> Result<Vec<(String, Vec<u8>)>, PackagesError> {
+    collect(root, false)
+}
+
+/// [`files`], and the bytecode `packages install` compiled for this guest
+/// (`__pycache__/*.cpython-314.pyc`): what `dev`'s snapshot of the packages, which compiles
+/// every module, unmarshals instead (`guest-python/sandbox/bytecode.py`).
+pub fn files_and_bytecode(root: &Path) -> Result<Vec<(String, Vec<u8>)>, PackagesError> {
+    collect(root, true)
+}
+
+fn collect(root: &Path, bytecode: bool) -> Result<Vec<(String, Vec<u8>)>, PackagesError> {
     let base = root.join(DIR);
     let mut out = Vec::new();
     if !base.is_dir() {
@@ -562,11 +577,18 @@ pub fn files(root: &Path) -> Result<Vec<(String, Vec<u8>)>, PackagesError> {
             let Ok(kind) = entry.file_type() else {
                 continue;
             };
+            let in_cache = rel == "__pycache__" || rel.ends_with("/__pycache__");
             if kind.is_dir() {
-                if name != "__pycache__" && !(rel.is_empty() && name == "bin") {
+                if (bytecode || name != "__pycache__") && !(rel.is_empty() && name == "bin") {
                     stack.push((entry.path(), rel_name));
                 }
-            } else if kind.is_file() && !name.ends_with(".pyc") {
+            } else if kind.is_file()
+                && if in_cache {
+                    name.ends_with(BYTECODE_SUFFIX)
+                } else {
+                    !name.ends_with(".pyc")
+                }
+            {
                 // Links and special files are left out; regular ones are read within a bound.
                 let bytes =
                     crate::regular_file::read(&entry.path(), crate::regular_file::MAX_SOURCE_BYTES)

@@ -298,6 +298,10 @@ enum Purpose {
     /// The project's Alembic history ([`Sandbox::alembic`]): as the start-up hook, under
     /// [`MIGRATION_TIME`], with a folder of the host's preopened as `/project`.
     Migration(Arc<Staged>),
+    /// Compiling the project's packages to bytecode ([`Sandbox::compile_packages`]): as
+    /// tooling (no operator values, no network), under [`MIGRATION_TIME`], with `.packages/`
+    /// preopened writable as `/packages`.
+    Compile(Arc<Staged>),
 }
 
 impl Purpose {
@@ -309,16 +313,19 @@ impl Purpose {
             Purpose::Startup => "startup",
             Purpose::Snapshot(_) => "snapshot",
             Purpose::Migration(_) => "migration",
+            Purpose::Compile(_) => "compile",
         }
     }
 }
 
-/// A folder the host prepared for one call, which the guest sees as `/project` (the copy of
-/// the project's Alembic history that `crate::alembic` stages): read-only unless `writable`.
+/// A folder the host prepared for one call, which the guest sees as `at`: the copy of the
+/// project's Alembic history that `crate::alembic` stages (`/project`), or the project's
+/// `.packages/` to compile (`/packages`). Read-only unless `writable`.
 #[derive(Debug)]
 pub struct Staged {
     pub dir: PathBuf,
     pub writable: bool,
+    pub at: &'static str,
 }
 
 /// The time limits of a run of the project's migrations (`filerouter db migrate`, `dev`'s
@@ -696,6 +703,31 @@ impl Sandbox {
         .await
     }
 
+    /// Compile every module of the packages in `dir` (a project's `.packages/`) to bytecode
+    /// beside it, in the guest (`compile-packages` in `wit/filerouter.wit`): how many modules
+    /// it compiled. `filerouter packages install` calls it, so that `dev`, `build` and the `db`
+    /// commands unmarshal the packages' modules instead of compiling them on every start.
+    pub async fn compile_packages(&self, dir: PathBuf) -> Result<u32, SandboxError> {
+        let staged = Staged {
+            dir,
+            writable: true,
+            at: "/packages",
+        };
+        self.call(
+            Purpose::Compile(Arc::new(staged)),
+            "compiling .packages/".into(),
+            move |router, store| {
+                Box::pin(async move {
+                    router
+                        .filerouter_sandbox_guest()
+                        .call_compile_packages(store)
+                        .await
+                })
+            },
+        )
+        .await
+    }
+
     /// Import a route file in the guest and describe its handlers (or why it has none) and
     /// the project files its import loaded. An `Err` is a call that did not finish.
     /// `files`: the `.py` files under `routes/` (path relative to it, source), for an
@@ -766,6 +798,7 @@ impl Sandbox {
                 self.inner.queue.scheduler().tooling(),
                 live_snapshot::SNAPSHOT_TIME,
             ),
+            Purpose::Compile(_) => (self.inner.queue.scheduler().tooling(), MIGRATION_TIME),
             Purpose::Migration(_) => {
                 let request = self.inner.limits.time();
                 let time = TimeLimits {
@@ -788,11 +821,13 @@ impl Sandbox {
                 self.inner.environment.clone(),
                 Some(self.inner.outbound.clone()),
             ),
-            Purpose::Tooling | Purpose::Snapshot(_) => (self.inner.declared.clone(), None),
+            Purpose::Tooling | Purpose::Snapshot(_) | Purpose::Compile(_) => {
+                (self.inner.declared.clone(), None)
+            }
         };
         let (watch, staged, tap) = match purpose {
             Purpose::Snapshot(watch) => (Some(watch), None, None),
-            Purpose::Migration(staged) => (None, Some(staged), None),
+            Purpose::Migration(staged) | Purpose::Compile(staged) => (None, Some(staged), None),
             Purpose::Request(tap) => (None, None, tap),
             _ => (None, None, None),
         };
@@ -888,7 +923,7 @@ impl Inner {
             } else {
                 FsPerms::ReadOnly
             };
-            wasi.preopened_dir(&staged.dir, "/project", perms)
+            wasi.preopened_dir(&staged.dir, staged.at, perms)
                 .map_err(|e| SandboxError::Setup(format!("open {}: {e}", staged.dir.display())))?;
         }
         let output = output::GuestOutput::default();
