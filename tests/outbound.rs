@@ -638,16 +638,21 @@ fn a_tenant_cannot_use_another_tenants_allowance() {
     assert_eq!(got["status"], 200, "{got}");
 
     // Tenant a has one outbound connection: while one request holds it, another's call waits
-    // for it no longer than its timeout.
+    // for it no longer than its timeout. The second call starts once the service holds the
+    // first (not after a fixed time: on a busy machine the first may not have called yet).
     let holder = std::thread::scope(|s| {
         let holder = s.spawn(|| {
             call_as(
                 &server,
                 "a.test",
-                json!({"url": format!("{a_origin}/slow?ms=2500")}),
+                json!({"url": format!("{a_origin}/hold?ms=4000")}),
             )
         });
-        std::thread::sleep(Duration::from_millis(700));
+        assert!(
+            support::eventually(Duration::from_secs(30), || for_a.held() == 1),
+            "the first call never reached the service: {}",
+            server.log()
+        );
         let got = call_as(
             &server,
             "a.test",
