@@ -3,6 +3,7 @@
 # machine, in one run: the host computes the sandbox's `bcrypt` (README, "Password hashing").
 #
 #   bench/passwords.sh            # N=20 requests, one at a time
+#   FILEROUTER_BIN=/path/to/older/filerouter bench/passwords.sh   # another build (no cargo build)
 #
 # filerouter: `run` of a one-route project (from a build) whose GET checks a password against a
 # cost-12 hash made by PyPI's bcrypt; N requests one after the other with curl, after two
@@ -25,7 +26,12 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$VENV/bin/pip" install --quiet --disable-pip-version-check \
     "$(grep -i '^bcrypt==' tests/openapi/requirements.txt)"
 fi
-cargo build --release --quiet
+if [ -n "${FILEROUTER_BIN:-}" ]; then
+  BIN="$(realpath "$FILEROUTER_BIN")"
+else
+  cargo build --release --quiet
+  BIN="$ROOT/target/release/filerouter"
+fi
 export FILEROUTER_CACHE_DIR="${FILEROUTER_CACHE_DIR:-$ROOT/target/filerouter-cache}"
 OUT="$(mktemp -d)"
 SERVER=""
@@ -43,8 +49,8 @@ HASH = b"$HASH"
 def GET(request):
     return {"ok": bcrypt.checkpw(b"$PASSWORD", HASH)}
 EOF
-"$ROOT/target/release/filerouter" build --project "$OUT/project" >/dev/null 2>&1
-"$ROOT/target/release/filerouter" run --project "$OUT/project" --port "$PORT" >/dev/null 2>&1 &
+"$BIN" build --project "$OUT/project" >/dev/null 2>&1
+"$BIN" run --project "$OUT/project" --port "$PORT" >/dev/null 2>&1 &
 SERVER=$!
 for _ in $(seq 400); do curl -fs "http://127.0.0.1:$PORT/verify" >/dev/null && break; sleep 0.05; done
 curl -fs "http://127.0.0.1:$PORT/verify" | grep -q '"ok":true' || { echo "the route did not verify" >&2; exit 1; }
