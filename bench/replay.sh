@@ -8,8 +8,13 @@
 #
 #   bench/replay.sh                      # GET /posts/1 and GET /posts (a list of 10 posts)
 #   DURATION=20s CONNS=8 RUNS=5 bench/replay.sh
+#   PREV=/work/prev-47/target/release/filerouter bench/replay.sh
 #
-# Knobs: DURATION (10s), CONNS (8), RUNS (3: the median is printed), ENDPOINTS.
+# Knobs: DURATION (10s), CONNS (8), RUNS (3: the median is printed), ENDPOINTS, PREV (a
+# filerouter binary from before recording existed: its "off" is measured too, on a build it
+# made itself, so "off" can be compared with a binary that has no recording code at all).
+# The variants run interleaved (each run of each variant in turn), so a change in the
+# machine's load spreads over all of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
@@ -33,12 +38,20 @@ source bench/proc.sh
 
 cp -r examples/blog "$OUT/blog" && rm -rf "$OUT/blog/.cache" "$OUT/blog/.data"
 "$BIN" build --project "$OUT/blog" >/dev/null 2>&1
+PREV="${PREV:-}"
+if [ -n "$PREV" ]; then
+  cp -r examples/blog "$OUT/blog-prev" && rm -rf "$OUT/blog-prev/.cache" "$OUT/blog-prev/.data"
+  "$PREV" build --project "$OUT/blog-prev" >/dev/null 2>&1
+fi
 
-# start LABEL FLAGS...: a fresh data folder with 10 posts, the server's pid in SERVER.
+# start LABEL FLAGS...: a fresh data folder with 10 posts, the server's pid in SERVER. The
+# label off-prev runs PREV on its own build.
 start() {
   local label="$1"; shift
-  rm -rf "$OUT/blog/.data"
-  "$BIN" run --project "$OUT/blog" --port "$PORT" --migrate --no-access-log "$@" \
+  local bin="$BIN" project="$OUT/blog"
+  if [ "$label" = off-prev ]; then bin="$PREV"; project="$OUT/blog-prev"; fi
+  rm -rf "$project/.data"
+  "$bin" run --project "$project" --port "$PORT" --migrate --no-access-log "$@" \
     >"$OUT/$label.log" 2>&1 &
   SERVER=$!
   for _ in $(seq 1 600); do
@@ -71,22 +84,29 @@ median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 printf '%-28s %-12s %14s %10s\n' variant endpoint "CPU µs/req" "req/s"
 declare -A FLAGS=(
+  [off-prev]=""
   [off]=""
   [record]="--record"
   [record-keep-all]="--record --record-sample 1 --record-max 1000 --record-max-mb 512"
 )
-for variant in off record record-keep-all; do
-  for endpoint in $ENDPOINTS; do
-    cpus=(); rates=()
-    for _ in $(seq 1 "$RUNS"); do
+VARIANTS="off record record-keep-all"
+[ -n "$PREV" ] && VARIANTS="off-prev $VARIANTS"
+declare -A CPUS RATES
+for endpoint in $ENDPOINTS; do
+  for _ in $(seq 1 "$RUNS"); do
+    for variant in $VARIANTS; do
       # shellcheck disable=SC2086
       start "$variant" ${FLAGS[$variant]}
       read -r cpu rate < <(measure "$endpoint")
-      cpus+=("$cpu"); rates+=("$rate")
+      CPUS[$variant]+="$cpu "; RATES[$variant]+="$rate "
       stop
     done
-    printf '%-28s %-12s %14s %10s\n' "$variant" "$endpoint" \
-      "$(printf '%s\n' "${cpus[@]}" | median)" "$(printf '%s\n' "${rates[@]}" | median)"
+  done
+  for variant in $VARIANTS; do
+    printf '%-28s %-12s %14s %10s   (runs: %s)\n' "$variant" "$endpoint" \
+      "$(printf '%s\n' ${CPUS[$variant]} | median)" "$(printf '%s\n' ${RATES[$variant]} | median)" \
+      "${CPUS[$variant]% }"
+    CPUS[$variant]=""; RATES[$variant]=""
   done
 done
 

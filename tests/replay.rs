@@ -11,7 +11,14 @@
 //!   request past its time limit replays as the same 504; no operator value, redacted header
 //!   or cookie appears in any trace file;
 //! - the route changed: `--source` names the first divergence (call number, what was asked,
-//!   what was recorded); a rebuilt project is refused, naming both builds.
+//!   what was recorded); a rebuilt project is refused, naming both builds;
+//! - a streamed response (SSE) and a WebSocket session replay what they sent, chunk for chunk
+//!   and message for message, and a changed route diverges at the first one it sends
+//!   differently;
+//! - a request whose client left mid-call is kept as a 499 and replays up to where it left;
+//!   the recording's counters on `/metrics` (taped, kept, dropped, bytes; per tenant);
+//! - `config.py`'s `record` turns recording on in `run`, and `dev --record` records traces
+//!   that replay on the source.
 
 use std::{
     path::{Path, PathBuf},
@@ -444,6 +451,21 @@ fn a_tenant_fetches_its_own_traces_and_never_another_tenants() {
         server.log()
     );
     let id = own[0]["id"].as_str().unwrap().to_string();
+    // Counted per tenant on the admin address's metrics.
+    let metrics = client(Duration::from_secs(10))
+        .get(format!("http://{admin}/metrics"))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    for tenant in ["a", "b"] {
+        for line in [
+            format!("filerouter_traces_kept_total{{tenant=\"{tenant}\"}} 1"),
+            format!("filerouter_traces_taped_total{{tenant=\"{tenant}\"}} 1"),
+        ] {
+            assert!(metrics.contains(&line), "{line} missing from\n{metrics}");
+        }
+    }
     let fetched = client(Duration::from_secs(10))
         .get(format!("http://{admin}/tenants/a/traces/{id}"))
         .bearer_auth("token-of-tenant-a-0123")
@@ -479,4 +501,338 @@ fn a_tenant_fetches_its_own_traces_and_never_another_tenants() {
         .send()
         .unwrap();
     assert_eq!(all.status(), 404);
+}
+
+/// A project with a streamed response (Server-Sent Events) and a WebSocket echo, each asking
+/// the kv store and the random numbers as it goes.
+fn streams_project() -> Project {
+    Project::dedented(&[
+        ("config.py", "app_name = \"streams\"\n"),
+        (
+            "routes/events/route.py",
+            r#"
+            import random
+
+            from filerouter import Request, kv, route
+            from filerouter.sse import EventSourceResponse
+
+
+            @route(response_class=EventSourceResponse)
+            async def GET(request: Request):
+                n = kv.incr("events")
+                for i in range(3):
+                    yield {"n": n, "i": i, "r": random.random()}
+            "#,
+        ),
+        (
+            "routes/echo/route.py",
+            r#"
+            from filerouter import WebSocket, WebSocketDisconnect, kv
+
+
+            async def WEBSOCKET(websocket: WebSocket):
+                await websocket.accept()
+                try:
+                    while True:
+                        text = await websocket.receive_text()
+                        n = kv.incr("messages")
+                        await websocket.send_text(f"{n}: {text}")
+                except WebSocketDisconnect:
+                    pass
+            "#,
+        ),
+    ])
+}
+
+/// The trace in `files` whose request went to `path`.
+fn trace_of<'a>(files: &'a [String], path: &str) -> &'a String {
+    files
+        .iter()
+        .find(|file| serde_json::from_str::<Value>(file).unwrap()["request"]["path"] == path)
+        .unwrap_or_else(|| panic!("no trace of {path}"))
+}
+
+#[test]
+fn a_streamed_response_and_a_websocket_session_replay_what_they_sent_and_a_changed_route_diverges()
+{
+    let project = streams_project();
+    build(project.path());
+    let mut server = run_recording(project.path(), &["--record-sample", "1"], &[]);
+    let streamed = server
+        .request("GET", "/events")
+        .timeout(Duration::from_secs(30))
+        .send()
+        .unwrap();
+    assert_eq!(streamed.status(), 200, "{}", server.log());
+    let body = streamed.bytes().unwrap().to_vec();
+    assert!(
+        String::from_utf8_lossy(&body).contains("\"i\": 2"),
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+
+    let address = server.base.trim_start_matches("http://").to_string();
+    let stream = std::net::TcpStream::connect(&address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let (mut socket, _) =
+        tungstenite::client::client(format!("ws://{address}/echo"), stream).unwrap();
+    let mut heard = Vec::new();
+    for text in ["hello", "world"] {
+        socket.send(tungstenite::Message::text(text)).unwrap();
+        loop {
+            match socket.read().unwrap() {
+                tungstenite::Message::Text(text) => {
+                    heard.push(text.to_string());
+                    break;
+                }
+                _ => continue,
+            }
+        }
+    }
+    assert_eq!(heard, ["1: hello", "2: world"]);
+    socket.close(None).unwrap();
+    while socket.read().is_ok() {}
+
+    let kept = traces(&server, 2);
+    let files: Vec<String> = kept
+        .iter()
+        .map(|summary| fetch(&server, summary["id"].as_str().unwrap()))
+        .collect();
+    let statuses: Vec<u64> = kept.iter().map(|s| s["status"].as_u64().unwrap()).collect();
+    assert!(statuses.contains(&101), "{kept:?}");
+    server.terminate();
+
+    // The stream: its chunks again, byte for byte, from a folder with only the build.
+    let events = trace_of(&files, "/events");
+    let machine = fresh_machine(project.path(), events);
+    let (code, out, err) = filerouter(
+        &["replay", "trace.json", "--project", ".", "--body", "body.out"],
+        &machine,
+    );
+    assert_eq!(code, 0, "not reproduced:\n{out}\n{err}");
+    assert!(out.contains("streamed response: 200"), "{out}");
+    assert!(
+        out.contains("filerouter replay: reproduced: streamed response 200, "),
+        "{out}"
+    );
+    assert_eq!(std::fs::read(machine.join("body.out")).unwrap(), body);
+
+    // The session: the messages it sent, in order, from the messages it received.
+    let echo = trace_of(&files, "/echo");
+    let machine = fresh_machine(project.path(), echo);
+    let (code, out, err) = filerouter(&["replay", "trace.json", "--project", "."], &machine);
+    assert_eq!(code, 0, "not reproduced:\n{out}\n{err}");
+    let sent: Vec<&str> = out.lines().filter(|line| line.starts_with("> ")).collect();
+    assert_eq!(sent, ["> 1: hello", "> 2: world"], "{out}");
+    assert!(out.contains("websocket: accepted (101)"), "{out}");
+    assert!(
+        out.contains("filerouter replay: reproduced: websocket session, 2 messages sent"),
+        "{out}"
+    );
+
+    // Changed routes: the first message or chunk they send differently is named.
+    std::fs::write(project.path().join("echo.json"), echo).unwrap();
+    std::fs::write(project.path().join("events.json"), events).unwrap();
+    let route = project.path().join("routes/echo/route.py");
+    let source = std::fs::read_to_string(&route).unwrap();
+    std::fs::write(&route, source.replace("f\"{n}: {text}\"", "f\"{n} said {text}\"")).unwrap();
+    let (code, out, err) = filerouter(
+        &["replay", "echo.json", "--project", ".", "--source"],
+        project.path(),
+    );
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        out.contains(r#"the run asked websocket.send(["text",{"text":"1 said hello"}]), the trace recorded websocket.send(["text",{"text":"1: hello"}])"#),
+        "{out}"
+    );
+    let route = project.path().join("routes/events/route.py");
+    let source = std::fs::read_to_string(&route).unwrap();
+    std::fs::write(&route, source.replace("\"i\": i", "\"index\": i")).unwrap();
+    let (code, out, err) = filerouter(
+        &["replay", "events.json", "--project", ".", "--source"],
+        project.path(),
+    );
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        out.contains("the run asked response-stream.write([{\"text\":\"data: {\\\"n\\\": 1, \\\"index\\\": 0"),
+        "{out}"
+    );
+}
+
+/// `name`'s value in the admin address's `/metrics` text (summed over its label sets that
+/// contain `labels`).
+fn metric(server: &Server, name: &str, labels: &str) -> u64 {
+    let admin = admin_address(server);
+    let text = client(Duration::from_secs(10))
+        .get(format!("http://{admin}/metrics"))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    text.lines()
+        .filter(|line| {
+            line.starts_with(name)
+                && line[name.len()..].starts_with(['{', ' '])
+                && line.contains(labels)
+        })
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+#[test]
+fn a_request_whose_client_left_is_kept_as_499_replays_to_where_it_left_and_recording_is_counted()
+{
+    let project = Project::dedented(&[
+        ("config.py", "app_name = \"left\"\n"),
+        (
+            "routes/slow/route.py",
+            r#"
+            import time
+
+            from filerouter import kv
+
+
+            def GET(request):
+                kv.incr("before")
+                time.sleep(3)
+                kv.incr("after")
+                return {"done": True}
+            "#,
+        ),
+        ("routes/ok/route.py", "def GET(request):\n    return {\"ok\": True}\n"),
+    ]);
+    build(project.path());
+    let mut server = run_recording(
+        project.path(),
+        &["--record-sample", "1", "--record-max", "2"],
+        &[],
+    );
+    let gone = server
+        .request("GET", "/slow")
+        .timeout(Duration::from_millis(700))
+        .send();
+    assert!(gone.is_err(), "the client was meant to give up: {gone:?}");
+    let kept = traces(&server, 1);
+    assert_eq!(kept[0]["status"], 499, "{kept:?}");
+    let left = fetch(&server, kept[0]["id"].as_str().unwrap());
+    let tape: Value = serde_json::from_str(&left).unwrap();
+    assert_eq!(tape["outcome"]["error"], "ClientClosed", "{left}");
+    let calls: Vec<&str> = tape["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|call| call["call"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        calls.iter().filter(|call| **call == "kv.incr").count(),
+        1,
+        "dropped where it slept: {left}"
+    );
+    assert_eq!(calls.last(), Some(&"kv.incr"), "{left}");
+
+    // Two more kept (sampled): the store holds two, so the oldest goes; all counted.
+    for _ in 0..2 {
+        assert_eq!(server.get("/ok").status(), 200);
+    }
+    let listed = traces(&server, 2);
+    let ok_bytes: u64 = listed
+        .iter()
+        .map(|summary| summary["bytes"].as_u64().unwrap())
+        .sum();
+    assert!(
+        eventually(Duration::from_secs(20), || {
+            metric(&server, "filerouter_traces_kept_total", "") == 3
+        }),
+        "{}",
+        server.log()
+    );
+    assert_eq!(metric(&server, "filerouter_traces_taped_total", ""), 3);
+    assert_eq!(
+        metric(&server, "filerouter_traces_dropped_total", "reason=\"count\""),
+        1
+    );
+    assert_eq!(
+        metric(&server, "filerouter_trace_bytes_written_total", ""),
+        left.len() as u64 + ok_bytes
+    );
+    server.terminate();
+
+    // Replayed: the same questions up to where the client left, stopped there.
+    let machine = fresh_machine(project.path(), &left);
+    let (code, out, err) = filerouter(&["replay", "trace.json", "--project", "."], &machine);
+    assert_eq!(code, 0, "not reproduced:\n{out}\n{err}");
+    assert!(
+        out.contains("filerouter replay: reproduced: 499: ClientClosed"),
+        "{out}"
+    );
+    let next = calls.len() + 1;
+    assert!(
+        out.contains(&format!("stopped at call {next}, where the client had left")),
+        "{out}"
+    );
+}
+
+#[test]
+fn config_py_turns_recording_on_in_run_and_dev_records_for_a_replay_on_the_source() {
+    let boom = "from filerouter import kv\n\n\ndef GET(request):\n    n = kv.incr(\"boom\")\n    raise RuntimeError(f\"boom {n}\")\n";
+    let project = Project::new(&[
+        (
+            "config.py",
+            "app_name = \"recorded\"\nrecord = {\"enabled\": True, \"max_traces\": 5}\n",
+        ),
+        ("routes/boom/route.py", boom),
+    ]);
+    build(project.path());
+    // `run` without --record: config.py's setting turned it on.
+    let project_dir = project.path().to_str().unwrap().to_string();
+    let mut server = Server::start(
+        &["run", "--project", &project_dir, "--admin", "127.0.0.1:0"],
+        &[],
+        Duration::from_secs(120),
+    );
+    assert_eq!(server.get("/boom").status(), 500);
+    let kept = traces(&server, 1);
+    assert_eq!(kept[0]["status"], 500);
+    server.terminate();
+
+    // A wrong value is refused with its line.
+    let bad = Project::new(&[
+        ("config.py", "app_name = \"bad\"\nrecord = {\"sample\": 2}\n"),
+        ("routes/boom/route.py", boom),
+    ]);
+    let (code, out, err) = filerouter(&["build", "--project", "."], bad.path());
+    assert_ne!(code, 0, "{out}\n{err}");
+    assert!(err.contains("config.py:2"), "{err}");
+    assert!(err.contains("sample"), "{err}");
+
+    // `dev --record`: traces on disk, replayed on the current source.
+    let plain = Project::new(&[("routes/boom/route.py", boom)]);
+    let mut dev = Server::dev_with_args(&plain, &["--record"]);
+    assert_eq!(dev.get("/boom").status(), 500);
+    let traces_dir = plain.path().join(".data/traces");
+    let mut written = Vec::new();
+    assert!(
+        eventually(Duration::from_secs(20), || {
+            written = std::fs::read_dir(&traces_dir)
+                .map(|dir| {
+                    dir.flatten()
+                        .map(|entry| entry.path())
+                        .filter(|path| path.extension().is_some_and(|e| e == "json"))
+                        .collect()
+                })
+                .unwrap_or_default();
+            !written.is_empty()
+        }),
+        "{}",
+        dev.log()
+    );
+    dev.terminate();
+    let trace = written[0].to_str().unwrap();
+    let (code, out, err) = filerouter(&["replay", trace, "--project", "."], plain.path());
+    assert_eq!(code, 0, "not reproduced:\n{out}\n{err}");
+    assert!(out.contains("recorded by `dev`"), "{out}");
+    assert!(out.contains("RuntimeError: boom 1"), "{out}");
+    assert!(out.contains("filerouter replay: reproduced: 500"), "{out}");
 }

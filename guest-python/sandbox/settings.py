@@ -59,6 +59,13 @@ SCHEMA = {
     "environment": "environment",
     "settings": "project",
     "openapi_tags": "openapi_tags",
+    "record": {
+        "enabled": bool,
+        "sample": (int, float),
+        "max_traces": int,
+        "max_mb": int,
+        "redact_headers": list,
+    },
     "outbound": {
         "allow": "origins",
         "max_calls": int,
@@ -110,6 +117,9 @@ RANGES = {
     ("outbound", "max_received_mb"): (1, 1 << 20, True),
     ("outbound", "max_connections"): (1, 100_000, True),
     ("outbound", "timeout_s"): (0, 86400, False),
+    ("record", "sample"): (0, 1, True),
+    ("record", "max_traces"): (1, 1_000_000, True),
+    ("record", "max_mb"): (1, 1 << 20, True),
 }
 
 

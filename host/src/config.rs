@@ -45,6 +45,24 @@ pub struct Settings {
     /// Descriptions and order of the OpenAPI tags (`openapi_tags = [{"name": ..., "description":
     /// ...}]`, FastAPI's `FastAPI(openapi_tags=...)`), for `/docs` and `/openapi.json`.
     pub openapi_tags: Option<Vec<serde_json::Value>>,
+    /// Recording requests for `filerouter replay` (`crate::replay`): on in `run` and `dev`
+    /// when `enabled`, with these bounds; `run`'s `--record*` flags override them.
+    pub record: RecordConfig,
+}
+
+/// `record = {...}` in `config.py`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct RecordConfig {
+    pub enabled: Option<bool>,
+    /// The fraction (0 to 1) of requests that did not answer 5xx or 499 whose traces are kept.
+    pub sample: Option<f64>,
+    /// Traces kept at most.
+    pub max_traces: Option<u64>,
+    /// MiB the kept traces take at most together.
+    pub max_mb: Option<u64>,
+    /// Request headers whose values are never recorded (instead of the default list).
+    pub redact_headers: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
@@ -297,6 +315,11 @@ impl Settings {
         }
         if self.sandbox.max_streams == Some(0) {
             return Err("sandbox['max_streams'] must be at least 1".to_string());
+        }
+        if let Some(sample) = self.record.sample
+            && !(0.0..=1.0).contains(&sample)
+        {
+            return Err("record['sample'] must be from 0 to 1".to_string());
         }
         if self.server.workers == Some(0) {
             return Err("server['workers'] must be at least 1".to_string());

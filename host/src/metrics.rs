@@ -8,7 +8,9 @@
 //! label [`UNMATCHED`], and a method outside the standard ones as `OTHER`, so no client can
 //! grow the label sets. The sandbox's own: the time calls waited in the scheduler's queue, the
 //! CPU each request's guest used, the limits that stopped requests, and the time database
-//! statements took.
+//! statements took. Recording (`crate::replay`, with a `tenant` label under `run --tenants`):
+//! requests taped, traces kept, traces dropped by a bound (`reason`: `count` and `bytes` on
+//! disk, `tape_cap` for a tape cut at its in-memory bound), and the bytes of traces written.
 //!
 //! Written on the request path by the server ([`Metrics::request_started`],
 //! [`Metrics::request_ended`]) from the request's record (`crate::request_record`), and by the
@@ -100,6 +102,37 @@ impl EncodeLabelSet for LimitLabels {
     }
 }
 
+/// A tenant's label, when there is one (recording's counters).
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct TenantLabels {
+    tenant: Option<Arc<str>>,
+}
+
+impl EncodeLabelSet for TenantLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        if let Some(tenant) = &self.tenant {
+            ("tenant", &**tenant).encode(encoder.encode_label())?;
+        }
+        Ok(())
+    }
+}
+
+/// Why traces were dropped, and whose.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct DroppedLabels {
+    tenant: Option<Arc<str>>,
+    reason: &'static str,
+}
+
+impl EncodeLabelSet for DroppedLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        if let Some(tenant) = &self.tenant {
+            ("tenant", &**tenant).encode(encoder.encode_label())?;
+        }
+        ("reason", self.reason).encode(encoder.encode_label())
+    }
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn duration_histogram() -> Histogram {
@@ -126,6 +159,10 @@ pub struct Metrics {
     cpu: Histogram,
     limits: Family<LimitLabels, Counter>,
     database: Histogram,
+    traces_taped: Family<TenantLabels, Counter>,
+    traces_kept: Family<TenantLabels, Counter>,
+    traces_dropped: Family<DroppedLabels, Counter>,
+    trace_bytes: Family<TenantLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -174,7 +211,35 @@ impl Default for Metrics {
             "Time route code's database statements took, each from the host's start to its result",
             database.clone(),
         );
+        let traces_taped = Family::<TenantLabels, Counter>::default();
+        registry.register(
+            "filerouter_traces_taped",
+            "Requests taped in memory while recording is on (issue 47)",
+            traces_taped.clone(),
+        );
+        let traces_kept = Family::<TenantLabels, Counter>::default();
+        registry.register(
+            "filerouter_traces_kept",
+            "Traces written to the trace store (5xx, 499 and the sampled others)",
+            traces_kept.clone(),
+        );
+        let traces_dropped = Family::<DroppedLabels, Counter>::default();
+        registry.register(
+            "filerouter_traces_dropped",
+            "Traces dropped by a bound: count and bytes (the store's, the oldest removed or one too large not kept), tape_cap (a tape cut at its in-memory bound)",
+            traces_dropped.clone(),
+        );
+        let trace_bytes = Family::<TenantLabels, Counter>::default();
+        registry.register(
+            "filerouter_trace_bytes_written",
+            "Bytes of trace files written to the trace store",
+            trace_bytes.clone(),
+        );
         Metrics {
+            traces_taped,
+            traces_kept,
+            traces_dropped,
+            trace_bytes,
             registry,
             requests,
             durations,
@@ -258,6 +323,36 @@ impl Metrics {
         }
     }
 
+    /// A request's tape was started (recording on).
+    pub fn trace_taped(&self, tenant: Option<&Arc<str>>) {
+        self.traces_taped
+            .get_or_create(&TenantLabels {
+                tenant: tenant.cloned(),
+            })
+            .inc();
+    }
+
+    /// A trace of `bytes` was written to the store.
+    pub fn trace_kept(&self, tenant: Option<&Arc<str>>, bytes: u64) {
+        let labels = TenantLabels {
+            tenant: tenant.cloned(),
+        };
+        self.traces_kept.get_or_create(&labels).inc();
+        self.trace_bytes.get_or_create(&labels).inc_by(bytes);
+    }
+
+    /// `count` traces were dropped by the bound `reason` (nothing when 0).
+    pub fn traces_dropped(&self, tenant: Option<&Arc<str>>, reason: &'static str, count: u64) {
+        if count > 0 {
+            self.traces_dropped
+                .get_or_create(&DroppedLabels {
+                    tenant: tenant.cloned(),
+                    reason,
+                })
+                .inc_by(count);
+        }
+    }
+
     /// The text exposition of these metrics, then of `more` (per-tenant figures).
     pub fn render(&self, more: Option<&Registry>) -> String {
         let mut out = String::new();
@@ -311,6 +406,22 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line} missing from\n{text}");
         }
+        metrics.trace_taped(None);
+        let tenant: Arc<str> = Arc::from("a");
+        metrics.trace_kept(Some(&tenant), 300);
+        metrics.trace_kept(Some(&tenant), 200);
+        metrics.traces_dropped(Some(&tenant), "count", 2);
+        metrics.traces_dropped(None, "bytes", 0);
+        let text = metrics.render(None);
+        for line in [
+            "filerouter_traces_taped_total 1",
+            r#"filerouter_traces_kept_total{tenant="a"} 2"#,
+            r#"filerouter_trace_bytes_written_total{tenant="a"} 500"#,
+            r#"filerouter_traces_dropped_total{tenant="a",reason="count"} 2"#,
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+        assert!(!text.contains(r#"reason="bytes""#), "{text}");
         assert_eq!(
             method_label(&hyper::Method::from_bytes(b"BREW").unwrap()),
             "OTHER"

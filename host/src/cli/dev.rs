@@ -78,6 +78,31 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .gate(None, Default::default())
         .map_err(|e| anyhow::anyhow!("config.py: outbound: {e}"))?;
     let sandbox = sandbox.with_outbound(gate);
+    // `--record` (or config.py's `record`): every request taped, the traces of 5xx and 499
+    // answers kept in the data folder's traces/, replayed on the source (there is no build).
+    // The recorder goes with the sandbox through every reload; config.py's `record` is read
+    // at start.
+    let sandbox = if args.record || settings.record.enabled == Some(true) {
+        let settings = crate::replay::RecordSettings::from_project(&settings.record);
+        let dir = crate::data::dir(&root, args.data_dir.as_deref()).join("traces");
+        let store = crate::replay::store::TraceStore::new(
+            dir.clone(),
+            settings.max_traces,
+            settings.max_bytes,
+        );
+        tracing::info!(
+            "recording requests: traces of 5xx and 499 answers kept in {}",
+            dir.display()
+        );
+        sandbox.with_recorder(Some(std::sync::Arc::new(crate::replay::Recorder::new(
+            settings,
+            crate::replay::recording::DEV_BUNDLE.to_string(),
+            None,
+            std::sync::Arc::new(store),
+        ))))
+    } else {
+        sandbox
+    };
     let overrides = match &args.overrides {
         Some(file) => Some(
             DependencyOverrides::new(&root, file)

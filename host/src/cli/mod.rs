@@ -175,7 +175,8 @@ pub struct RunArgs {
     /// Record every request's clocks, randomness and host calls; keep the traces of 5xx
     /// answers (and --record-sample of the others) in the data folder's traces/ (a tenant's in
     /// its own), listed and fetched on the admin address, replayed by `filerouter replay`.
-    /// With --tenants: `record = true` in a tenant's section instead.
+    /// With --tenants: `record = true` in a tenant's section instead. `record =
+    /// {"enabled": True, ...}` in config.py turns it on too (these flags override its values).
     #[arg(long, conflicts_with = "tenants")]
     pub record: bool,
     /// The fraction (0 to 1) of requests that did not answer 5xx whose traces are kept too
@@ -195,27 +196,31 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
-    /// What `--record` and its options say; None without `--record`.
-    pub fn record_settings(&self) -> Option<crate::replay::RecordSettings> {
-        if !self.record {
+    /// What `--record` and its options say over `config.py`'s `record` (`project`); None
+    /// when neither turns recording on.
+    pub fn record_settings(
+        &self,
+        project: &crate::config::RecordConfig,
+    ) -> Option<crate::replay::RecordSettings> {
+        if !self.record && project.enabled != Some(true) {
             return None;
         }
-        let default = crate::replay::RecordSettings::default();
+        let base = crate::replay::RecordSettings::from_project(project);
         Some(crate::replay::RecordSettings {
-            sample: self.record_sample.unwrap_or(default.sample),
+            sample: self.record_sample.unwrap_or(base.sample),
             redact_headers: if self.record_redact_header.is_empty() {
-                default.redact_headers
+                base.redact_headers
             } else {
                 self.record_redact_header
                     .iter()
                     .map(|name| name.to_ascii_lowercase())
                     .collect()
             },
-            max_traces: self.record_max.unwrap_or(default.max_traces),
+            max_traces: self.record_max.unwrap_or(base.max_traces),
             max_bytes: self
                 .record_max_mb
-                .map_or(default.max_bytes, |mb| mb.saturating_mul(1024 * 1024)),
-            max_tape_bytes: default.max_tape_bytes,
+                .map_or(base.max_bytes, |mb| mb.saturating_mul(1024 * 1024)),
+            max_tape_bytes: base.max_tape_bytes,
         })
     }
 }
@@ -445,6 +450,12 @@ pub struct ServeArgs {
     pub data_dir: Option<PathBuf>,
     #[command(flatten)]
     pub servers: ServerArgs,
+    /// `dev` only: record every request (as `run --record` does; also on with `record =
+    /// {"enabled": True}` in config.py) and keep the traces of 5xx and 499 answers (and
+    /// config.py's `record["sample"]` of the others) in the data folder's traces/, for
+    /// `filerouter replay`, which replays them on the current source.
+    #[arg(long)]
+    pub record: bool,
     /// Tests only: a Python file whose `dependency_overrides = {dependency: replacement}`
     /// replaces the project's dependencies in every request, as FastAPI's
     /// `app.dependency_overrides` does (filerouter.testing.TestClient's `dependency_overrides=`).

@@ -6,9 +6,15 @@
 //! current source instead of the build (a warning says so), to try a fix against a real
 //! failure.
 //!
+//! A streamed response shows its head's status and each chunk it wrote, in order; a WebSocket
+//! session each message it sent (`>`), and its close; `--body` writes a stream's body.
+//! A trace recorded by `dev` (on the source, not a build) replays on the current source.
+//! A trace whose client closed first (499) is reproduced when the run asks what was recorded
+//! up to where the client left (it is stopped at its next host call there).
+//!
 //! Exit status: 0 when the replay reproduced the recorded outcome (same status, same body or
-//! the same exception at the same line), 1 when it did not or diverged, 2 when it could not
-//! run (no build, another build, a bad trace file).
+//! the same exception at the same line, the same chunks or messages), 1 when it did not or
+//! diverged, 2 when it could not run (no build, another build, a bad trace file).
 
 use std::{process::ExitCode, sync::Arc};
 
@@ -22,7 +28,7 @@ use crate::{
     logging,
     mode::Mode,
     project::Project,
-    replay::{Outcome, Replaying, Tape},
+    replay::{Outcome, Replaying, Sent, Tape, recording::DEV_BUNDLE},
     sandbox::{HttpResponse, Limits, Sandbox, SandboxError, engine::SandboxEngine},
     scheduler::Scheduler,
     tenants,
@@ -86,7 +92,14 @@ async fn replay(
         );
     }
     let scheduler = Scheduler::new(1);
-    let (sandbox, root_files) = if args.source {
+    // Recorded by `dev`: there is no build to run, only the source.
+    let source = args.source || tape.bundle == DEV_BUNDLE;
+    if source && !args.source {
+        println!(
+            "filerouter replay: the trace was recorded by `dev`, on the source: replaying on the current source"
+        );
+    }
+    let (sandbox, root_files) = if source {
         println!(
             "filerouter replay: warning: running the current source of {}, not the build the trace was recorded on (build {}): a changed route shows as a divergence",
             root.display(),
@@ -96,18 +109,30 @@ async fn replay(
     } else {
         from_build(&root, &dir, &tape, &scheduler).await?
     };
-    let replaying = Replaying::new(tape, args.source).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let replaying = Replaying::new(tape, source).map_err(|e| anyhow::anyhow!("{e}"))?;
     let (outcome, answered) = sandbox.replay(replaying.clone(), &root_files).await;
     let recorded = &replaying.tape().outcome;
     let divergence = replaying.divergence().or_else(|| replaying.unasked());
     // A divergence stopped the run: its trap says no more than the divergence does.
     if replaying.divergence().is_none() {
-        show(&answered, &args)?;
+        match &outcome {
+            Outcome::Streamed { .. } | Outcome::Socket { .. } => {
+                show_frames(&replaying.frames(), &args)?;
+            }
+            _ => show(&answered, &args)?,
+        }
     }
     if let Some(divergence) = divergence {
         println!("filerouter replay: {divergence}");
         println!("filerouter replay: not reproduced");
         return Ok(ExitCode::from(1));
+    }
+    if let Some(call) = replaying.stopped_where_client_left() {
+        println!(
+            "filerouter replay: reproduced: {} (the run asked what was recorded; stopped at call {call}, where the client had left)",
+            recorded.describe()
+        );
+        return Ok(ExitCode::SUCCESS);
     }
     if same(&outcome, recorded) {
         println!(
@@ -231,6 +256,33 @@ async fn from_source(
     let project = Project::load(root, &sandbox, None, None).await;
     let root_files = project.root_files.sources().to_vec();
     Ok((sandbox, root_files))
+}
+
+/// What a replayed stream or WebSocket session sent, in order: a stream's chunks (as text
+/// when they are UTF-8), a session's messages (`>`) and its close.
+fn show_frames(frames: &[Sent], args: &ReplayArgs) -> anyhow::Result<()> {
+    let mut body = Vec::new();
+    for frame in frames {
+        match frame {
+            Sent::StreamStarted(status) => println!("streamed response: {status}"),
+            Sent::Chunk(bytes) => {
+                body.extend_from_slice(bytes);
+                println!(
+                    "chunk {} bytes: {:?}",
+                    bytes.len(),
+                    String::from_utf8_lossy(bytes)
+                );
+            }
+            Sent::Accepted => println!("websocket: accepted (101)"),
+            Sent::Text(text) => println!("> {text}"),
+            Sent::Binary(bytes) => println!("> binary, {} bytes", bytes.len()),
+            Sent::Close(code, reason) => println!("websocket: closed with {code} {reason:?}"),
+        }
+    }
+    if let Some(file) = &args.body {
+        std::fs::write(file, &body).with_context(|| format!("cannot write {}", file.display()))?;
+    }
+    Ok(())
 }
 
 /// The replayed result, as `dev` shows it: the exception (kind, message, file and line,

@@ -62,8 +62,9 @@ async fn serve(args: RunArgs, root: PathBuf, dir: PathBuf) -> anyhow::Result<()>
         args.log_format,
         !args.no_access_log,
     );
-    // `--record`: the kept traces go to the data folder's traces/, listed on the admin address.
-    let recording = args.record_settings().map(|settings| {
+    // `--record` (or config.py's `record`): the kept traces go to the data folder's traces/,
+    // listed on the admin address.
+    let recording = args.record_settings(&settings.record).map(|settings| {
         let dir = crate::data::dir(&root, args.data_dir.as_deref()).join("traces");
         let store = Arc::new(TraceStore::new(
             dir,

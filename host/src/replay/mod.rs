@@ -14,6 +14,7 @@
 
 pub mod recording;
 pub mod replaying;
+pub mod sent;
 pub mod store;
 pub mod tape;
 
@@ -24,6 +25,7 @@ use wasmtime_wasi::WasiCtxBuilder;
 
 pub use recording::{RecordSettings, Recorder, Recording};
 pub use replaying::{Divergence, Replaying};
+pub use sent::Sent;
 pub use tape::{Answer, Outcome, Tape};
 
 /// How one call is taped: recorded, or replayed.
@@ -73,6 +75,15 @@ impl Tap {
         match self {
             Tap::Record(recording) => recording.responded(outcome),
             Tap::Replay(replaying) => replaying.responded(outcome),
+        }
+    }
+
+    /// The guest sent something on its stream or socket (recorded and replayed alike: the
+    /// request's outcome is what it sent, see [`sent`]).
+    pub fn sent(&self, sent: Sent) {
+        match self {
+            Tap::Record(recording) => recording.sent(sent),
+            Tap::Replay(replaying) => replaying.sent(sent),
         }
     }
 

@@ -1,6 +1,8 @@
 //! Recording one request: its clocks, randomness and host calls, in memory and bounded
-//! ([`RecordSettings::max_tape_bytes`]), and at its end the decision to keep it (5xx always,
-//! others by [`RecordSettings::sample`]) in the project's [`TraceStore`].
+//! ([`RecordSettings::max_tape_bytes`]), and at its end the decision to keep it (5xx and 499,
+//! a client that closed first, always; others by [`RecordSettings::sample`]) in the
+//! project's [`TraceStore`], counted in the process's metrics (`crate::metrics`: taped, kept,
+//! dropped by a bound, bytes written; per tenant under `run --tenants`).
 //!
 //! Never in clear in a kept trace: the operator's values (names and hashes in
 //! [`Tape::environment`], and every spelling [`Environment::redact`] knows replaced by `[NAME]`
@@ -19,6 +21,7 @@ use serde_json::Value;
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtxBuilder};
 
 use super::{
+    sent::{Sent, SentLog},
     store::TraceStore,
     tape::{self, Answer, Call, EnvironmentValue, Outcome, Tape},
 };
@@ -47,6 +50,42 @@ pub const DEFAULT_REDACTED_HEADERS: [&str; 4] = [
     "x-api-key",
 ];
 
+/// What a trace recorded by `dev` names as its build: there is none, it ran the source
+/// (`filerouter replay` runs the current source for it).
+pub const DEV_BUNDLE: &str = "dev";
+
+impl RecordSettings {
+    /// `config.py`'s `record` settings over the defaults.
+    pub fn from_project(project: &crate::config::RecordConfig) -> RecordSettings {
+        let default = RecordSettings::default();
+        RecordSettings {
+            sample: project.sample.unwrap_or(default.sample),
+            redact_headers: project
+                .redact_headers
+                .as_ref()
+                .map_or(default.redact_headers, |names| {
+                    names.iter().map(|name| name.to_ascii_lowercase()).collect()
+                }),
+            max_traces: project.max_traces.map_or(default.max_traces, |n| {
+                usize::try_from(n).unwrap_or(usize::MAX)
+            }),
+            max_bytes: project
+                .max_mb
+                .map_or(default.max_bytes, |mb| mb.saturating_mul(1024 * 1024)),
+            max_tape_bytes: default.max_tape_bytes,
+        }
+    }
+
+    /// Within the default bounds on disk (a tenant's project asks, the operator's defaults
+    /// bound it).
+    pub fn within_defaults(mut self) -> RecordSettings {
+        let default = RecordSettings::default();
+        self.max_traces = self.max_traces.min(default.max_traces);
+        self.max_bytes = self.max_bytes.min(default.max_bytes);
+        self
+    }
+}
+
 impl Default for RecordSettings {
     fn default() -> Self {
         RecordSettings {
@@ -64,6 +103,8 @@ pub struct Recorder {
     settings: RecordSettings,
     bundle: String,
     tenant: Option<String>,
+    /// The tenant as the metrics label it.
+    label: Option<Arc<str>>,
     store: Arc<TraceStore>,
 }
 
@@ -77,9 +118,15 @@ impl Recorder {
         Recorder {
             settings,
             bundle,
+            label: tenant.as_deref().map(Arc::from),
             tenant,
             store,
         }
+    }
+
+    /// What it records and keeps.
+    pub fn settings(&self) -> &RecordSettings {
+        &self.settings
     }
 
     /// Where its traces are kept.
@@ -108,6 +155,7 @@ impl Recorder {
         let mut rng = wasmtime_wasi::thread_rng();
         let id = format!("{:016x}{:016x}", rng.next_u64(), rng.next_u64());
         let seed = (u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64());
+        crate::metrics::global().trace_taped(self.label.as_ref());
         Arc::new(Recording {
             recorder: self.clone(),
             id,
@@ -147,6 +195,8 @@ struct Recorded {
     finished: bool,
     /// The response sent before the call ended (`background.respond`).
     responded: Option<Outcome>,
+    /// What a streamed response or a WebSocket session sent.
+    sent: SentLog,
 }
 
 impl Recorded {
@@ -168,7 +218,14 @@ impl Recording {
 
     fn with<T>(&self, f: impl FnOnce(&mut Recorded, usize) -> T) -> Option<T> {
         let max = self.recorder.settings.max_tape_bytes;
-        self.state.lock().ok().map(|mut state| f(&mut state, max))
+        let mut state = self.state.lock().ok()?;
+        let cut = state.truncated;
+        let result = f(&mut state, max);
+        if state.truncated && !cut {
+            // What comes past the bound is dropped from this tape: counted once per tape.
+            crate::metrics::global().traces_dropped(self.recorder.label.as_ref(), "tape_cap", 1);
+        }
+        Some(result)
     }
 
     /// A host call the real service answered.
@@ -239,15 +296,24 @@ impl Recording {
         });
     }
 
-    /// The request ended with `outcome` (or the response sent before, if any): its trace is
-    /// kept if it answered 5xx, or if the sample says so. Once; later calls do nothing.
+    /// The guest sent `sent` on its stream or socket.
+    pub fn sent(&self, sent: Sent) {
+        self.with(|state, _| state.sent.add(sent));
+    }
+
+    /// The request ended with `outcome` (or the response sent before, or the stream or
+    /// session it sent): its trace is kept if it answered 5xx or its client closed first
+    /// (499), or if the sample says so. Once; later calls do nothing.
     pub fn finish(&self, outcome: Outcome) {
         let outcome = self
-            .with(|state, _| state.responded.clone())
-            .flatten()
+            .with(|state, _| match state.responded.clone() {
+                Some(responded) => responded,
+                None => state.sent.outcome(outcome.clone()),
+            })
             .unwrap_or(outcome);
         let settings = &self.recorder.settings;
         let keep = outcome.status() >= 500
+            || outcome.is_client_closed()
             || (settings.sample > 0.0
                 && (wasmtime_wasi::thread_rng().next_u64() as f64 / u64::MAX as f64)
                     < settings.sample);
@@ -262,7 +328,9 @@ impl Recording {
         };
         let store = self.recorder.store.clone();
         let environment = self.environment.clone();
+        let label = self.recorder.label.clone();
         let save = move || {
+            let metrics = crate::metrics::global();
             let text = match serde_json::to_string_pretty(&tape) {
                 Ok(text) => text,
                 Err(e) => {
@@ -273,8 +341,18 @@ impl Recording {
             // The operator's values, in every spelling the redactor knows, wherever route
             // code put them (an outbound header, a SQL parameter, a response).
             let text = environment.redact(&text);
-            if let Err(e) = store.save(&tape.id, tape.outcome.status(), text.as_bytes()) {
-                tracing::warn!("trace {}: not kept: {e}", tape.id);
+            match store.save(&tape.id, tape.outcome.status(), text.as_bytes()) {
+                Ok(saved) => {
+                    if saved.written > 0 {
+                        metrics.trace_kept(label.as_ref(), saved.written);
+                    }
+                    if saved.too_large {
+                        metrics.traces_dropped(label.as_ref(), "bytes", 1);
+                    }
+                    metrics.traces_dropped(label.as_ref(), "count", saved.removed_for_count);
+                    metrics.traces_dropped(label.as_ref(), "bytes", saved.removed_for_bytes);
+                }
+                Err(e) => tracing::warn!("trace {}: not kept: {e}", tape.id),
             }
         };
         match tokio::runtime::Handle::try_current() {
@@ -404,5 +482,63 @@ impl TryRng for Random {
         self.real.fill_bytes(dst);
         self.recording.random(self.secure, dst);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_tape_cut_at_its_bound_is_counted_once_and_a_kept_trace_with_its_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(TraceStore::new(dir.path().join("traces"), 10, 1 << 20));
+        let settings = RecordSettings {
+            max_tape_bytes: 64,
+            ..RecordSettings::default()
+        };
+        let recorder = Arc::new(Recorder::new(
+            settings,
+            "b".repeat(64),
+            Some("unit-tape-cap".into()),
+            store.clone(),
+        ));
+        let request = tape::Request {
+            method: "GET".into(),
+            path: "/".into(),
+            query: String::new(),
+            headers: Vec::new(),
+            body: tape::Bytes::default(),
+            client: None,
+        };
+        let recording = recorder.start(request, json!("Host"), &Environment::default());
+        for n in 0..5 {
+            recording.call(
+                "kv.get",
+                json!([format!("a key long enough {n}")]),
+                Answer::Value(json!({"Ok": null})),
+            );
+        }
+        // No runtime here: the trace is written before `finish` returns.
+        recording.finish(Outcome::response(500, b"{}"));
+        let kept = store.list().unwrap();
+        assert_eq!(kept.len(), 1);
+        let text = store.get(&kept[0].id).unwrap().unwrap();
+        let tape = Tape::from_json(&text).unwrap();
+        assert!(tape.truncated && tape.calls.len() < 5, "{tape:?}");
+        let metrics = crate::metrics::global().render(None);
+        for line in [
+            r#"filerouter_traces_dropped_total{tenant="unit-tape-cap",reason="tape_cap"} 1"#,
+            r#"filerouter_traces_taped_total{tenant="unit-tape-cap"} 1"#,
+            r#"filerouter_traces_kept_total{tenant="unit-tape-cap"} 1"#,
+            &format!(
+                r#"filerouter_trace_bytes_written_total{{tenant="unit-tape-cap"}} {}"#,
+                text.len()
+            ),
+        ] {
+            assert!(metrics.contains(line), "{line} missing from\n{metrics}");
+        }
     }
 }

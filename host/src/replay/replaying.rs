@@ -5,6 +5,10 @@
 //! random draw cannot stop it (WASI's traits cannot fail), so it is kept and the next host
 //! call stops the run.
 //!
+//! A trace whose client closed its connection first (499) ends where the client left: the
+//! run's first host call past it is stopped there (as production's was), its clocks and
+//! randomness past the recorded ones are served anyway, and its outcome is the recorded one.
+//!
 //! Not for: loading the build or showing the result (`filerouter replay`, `crate::cli`).
 
 use std::{
@@ -20,6 +24,7 @@ use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtxBuilder};
 
 use super::{
     brief,
+    sent::{Sent, SentLog},
     tape::{Answer, Outcome, Tape, TapeError},
 };
 
@@ -43,6 +48,8 @@ pub struct Replaying {
     /// current source, whose imports draw and read differently): the clocks go on from the
     /// last recorded reading, the randomness is real.
     lenient: bool,
+    /// The recorded client closed its connection first: the trace ends where it left.
+    client_left: bool,
     state: Mutex<Cursor>,
     ended: watch::Sender<Option<Outcome>>,
 }
@@ -57,6 +64,10 @@ struct Cursor {
     divergence: Option<Divergence>,
     /// The response sent before the call ended (`background.respond`).
     responded: Option<Outcome>,
+    /// What the run sent on its stream or socket.
+    sent: SentLog,
+    /// The run was stopped where the recorded client left (call number).
+    stopped_where_client_left: Option<usize>,
 }
 
 impl Replaying {
@@ -67,12 +78,16 @@ impl Replaying {
         let seed = u128::from_str_radix(&tape.insecure_seed, 16)
             .map_err(|e| TapeError::Invalid(format!("insecure_seed: {e}")))?;
         Ok(Arc::new(Replaying {
+            client_left: tape.outcome.is_client_closed(),
             tape,
             random,
             insecure_random,
             seed,
             lenient,
-            state: Mutex::new(Cursor::default()),
+            state: Mutex::new(Cursor {
+                sent: SentLog::keeping(),
+                ..Cursor::default()
+            }),
             ended: watch::channel(None).0,
         }))
     }
@@ -116,6 +131,12 @@ impl Replaying {
                 asked,
                 recorded: format!("{}({})", recorded.call, brief(&recorded.args)),
             },
+            None if self.client_left => {
+                cursor.stopped_where_client_left.get_or_insert(number);
+                return Ok(Answer::Stopped(
+                    "the recorded client closed its connection here".into(),
+                ));
+            }
             None if self.tape.truncated => Divergence {
                 number,
                 asked,
@@ -175,7 +196,7 @@ impl Replaying {
                 *at += 1;
                 *value
             }
-            None if self.lenient => {
+            None if self.lenient || self.client_left => {
                 *at += 1;
                 let past = (*at - values.len()) as u64;
                 values.last().copied().unwrap_or(0) + past * 1000
@@ -212,7 +233,7 @@ impl Replaying {
                 dst.copy_from_slice(recorded);
                 *at += dst.len();
             }
-            None if self.lenient => {
+            None if self.lenient || self.client_left => {
                 use rand_core::Rng;
                 wasmtime_wasi::thread_rng().fill_bytes(dst);
             }
@@ -235,11 +256,38 @@ impl Replaying {
         }
     }
 
-    /// How the run ended (or the response it sent before); [`Replaying::ended`] answers from
-    /// now on.
+    /// The run sent `sent` on its stream or socket.
+    pub fn sent(&self, sent: Sent) {
+        if let Ok(mut cursor) = self.state.lock() {
+            cursor.sent.add(sent);
+        }
+    }
+
+    /// What the run sent on its stream or socket, in order.
+    pub fn frames(&self) -> Vec<Sent> {
+        self.state
+            .lock()
+            .map_or_else(|_| Vec::new(), |cursor| cursor.sent.frames().to_vec())
+    }
+
+    /// The call number where the run was stopped because the recorded client left there.
+    pub fn stopped_where_client_left(&self) -> Option<usize> {
+        self.state.lock().ok()?.stopped_where_client_left
+    }
+
+    /// How the run ended (or the response it sent before, or what it streamed);
+    /// [`Replaying::ended`] answers from now on. A run stopped where the recorded client left
+    /// ends as the recording did.
     pub fn finish(&self, outcome: Outcome) {
-        let early = self.state.lock().ok().and_then(|c| c.responded.clone());
-        self.ended.send_replace(Some(early.unwrap_or(outcome)));
+        let outcome = match self.state.lock() {
+            Ok(cursor) if cursor.stopped_where_client_left.is_some() => self.tape.outcome.clone(),
+            Ok(cursor) => match cursor.responded.clone() {
+                Some(responded) => responded,
+                None => cursor.sent.outcome(outcome),
+            },
+            Err(_) => outcome,
+        };
+        self.ended.send_replace(Some(outcome));
     }
 
     /// Wait for the run's end (background tasks included): its outcome.
@@ -407,6 +455,29 @@ mod tests {
         let unasked = replaying.unasked().unwrap();
         assert_eq!(unasked.number, 1);
         assert_eq!(unasked.recorded, r#"kv.get(["a"])"#);
+    }
+
+    #[test]
+    fn a_trace_whose_client_left_stops_the_run_where_it_left_and_ends_as_recorded() {
+        let mut left = tape(vec![call("kv.get", json!(["a"]), json!({"Ok": null}))]);
+        left.outcome = Outcome::client_closed();
+        let replaying = Replaying::new(left, false).unwrap();
+        assert!(replaying.next("kv.get", &json!(["a"])).is_ok());
+        assert!(matches!(
+            replaying.next("kv.set", &json!(["b", "1", null])),
+            Ok(Answer::Stopped(_))
+        ));
+        assert_eq!(replaying.stopped_where_client_left(), Some(2));
+        // Past the recorded clock reads: served, not a divergence.
+        let _ = (
+            replaying.clock(true),
+            replaying.clock(true),
+            replaying.clock(true),
+        );
+        assert_eq!(replaying.divergence(), None);
+        replaying.finish(Outcome::response(200, b"late"));
+        let ended = replaying.ended.borrow().clone();
+        assert_eq!(ended, Some(Outcome::client_closed()));
     }
 
     #[test]

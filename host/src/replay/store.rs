@@ -5,9 +5,12 @@
 //! id is 32 hexadecimal digits, nothing else.
 //!
 //! A file's name is `MILLIS-STATUS-ID.json` (when it was kept, the status the client got, its
-//! id), so a listing reads names only.
+//! id), so a listing reads names only. Saving does not list the folder: the store reads it
+//! once, at its first save, and keeps the names and sizes it holds in memory from then on
+//! (the admin address's listings still read the folder).
 
 use std::{
+    collections::VecDeque,
     path::{Path, PathBuf},
     sync::Mutex,
     time::SystemTime,
@@ -40,8 +43,22 @@ pub struct TraceStore {
     dir: PathBuf,
     max_traces: usize,
     max_bytes: u64,
-    /// Saves and prunes one at a time.
-    writing: Mutex<()>,
+    /// Saves and prunes one at a time; the files kept (name, bytes), oldest first, once the
+    /// first save has read the folder.
+    writing: Mutex<Option<VecDeque<(String, u64)>>>,
+}
+
+/// What one [`TraceStore::save`] did.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Saved {
+    /// Bytes written (0: not kept).
+    pub written: u64,
+    /// The trace alone is larger than the store's bound in bytes: not kept.
+    pub too_large: bool,
+    /// Older traces removed because the store held too many.
+    pub removed_for_count: u64,
+    /// Older traces removed because the store held too many bytes.
+    pub removed_for_bytes: u64,
 }
 
 /// Whether `id` can be a trace's id.
@@ -58,7 +75,7 @@ impl TraceStore {
             dir,
             max_traces,
             max_bytes,
-            writing: Mutex::new(()),
+            writing: Mutex::new(None),
         }
     }
 
@@ -75,14 +92,34 @@ impl TraceStore {
 
     /// Keep a trace's `text`, then remove the oldest while the store holds too many or too
     /// many bytes (a trace larger than the whole bound is not kept). Blocking.
-    pub fn save(&self, id: &str, status: u16, text: &[u8]) -> Result<(), StoreError> {
+    pub fn save(&self, id: &str, status: u16, text: &[u8]) -> Result<Saved, StoreError> {
         if !valid_id(id) {
             return Err(StoreError::BadId(id.into()));
         }
-        if text.len() as u64 > self.max_bytes || self.max_traces == 0 {
-            return Ok(());
+        if self.max_traces == 0 {
+            return Ok(Saved::default());
         }
-        let _one = self.writing.lock();
+        if text.len() as u64 > self.max_bytes {
+            return Ok(Saved {
+                too_large: true,
+                ..Saved::default()
+            });
+        }
+        let mut writing = self.writing.lock().unwrap_or_else(|e| e.into_inner());
+        if writing.is_none() {
+            let mut entries = self.entries()?;
+            // Oldest first: names start with the time they were kept.
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            *writing = Some(
+                entries
+                    .into_iter()
+                    .map(|(name, summary)| (name, summary.bytes))
+                    .collect(),
+            );
+        }
+        let Some(kept) = writing.as_mut() else {
+            return Ok(Saved::default());
+        };
         std::fs::create_dir_all(&self.dir).map_err(|e| self.io(&self.dir, e))?;
         let millis = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
@@ -92,21 +129,31 @@ impl TraceStore {
         let partial = self.dir.join(format!(".{name}.partial"));
         std::fs::write(&partial, text).map_err(|e| self.io(&partial, e))?;
         std::fs::rename(&partial, &path).map_err(|e| self.io(&path, e))?;
-        let mut kept = self.entries()?;
-        // Oldest first: names start with the time they were kept.
-        kept.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut total: u64 = kept.iter().map(|(_, s)| s.bytes).sum();
-        let mut count = kept.len();
-        for (name, summary) in kept {
-            if count <= self.max_traces && total <= self.max_bytes {
+        let mut saved = Saved {
+            written: text.len() as u64,
+            ..Saved::default()
+        };
+        kept.push_back((name, text.len() as u64));
+        let mut total: u64 = kept.iter().map(|(_, bytes)| bytes).sum();
+        while kept.len() > self.max_traces || total > self.max_bytes {
+            let Some((name, bytes)) = kept.pop_front() else {
                 break;
+            };
+            if kept.len() + 1 > self.max_traces {
+                saved.removed_for_count += 1;
+            } else {
+                saved.removed_for_bytes += 1;
             }
+            total -= bytes;
             let path = self.dir.join(&name);
-            std::fs::remove_file(&path).map_err(|e| self.io(&path, e))?;
-            count -= 1;
-            total -= summary.bytes;
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                // Removed by hand meanwhile: it is gone, as wanted.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(self.io(&path, e)),
+            }
         }
-        Ok(())
+        Ok(saved)
     }
 
     /// The file names and summaries of the kept traces.
@@ -212,8 +259,34 @@ mod tests {
         assert_eq!(ids, [id(9)], "bytes bound: 950 + 100 > 1000");
         assert_eq!(store.get(&id(9)).unwrap().unwrap(), [b'y'; 950]);
         assert_eq!(store.get(&id(2)).unwrap(), None);
-        store.save(&id(8), 500, &[b'z'; 2000]).unwrap();
+        let saved = store.save(&id(8), 500, &[b'z'; 2000]).unwrap();
         assert_eq!(store.get(&id(8)).unwrap(), None, "larger than the bound");
+        assert!(saved.too_large && saved.written == 0, "{saved:?}");
+    }
+
+    #[test]
+    fn a_save_says_what_it_wrote_and_removed_and_a_new_store_knows_the_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = TraceStore::new(dir.path().join("traces"), 2, 250);
+        let mut saves = Vec::new();
+        for n in 0..3 {
+            saves.push(store.save(&id(n), 500, &[b'x'; 100]).unwrap());
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        assert_eq!(
+            saves[2],
+            Saved {
+                written: 100,
+                removed_for_count: 1,
+                ..Saved::default()
+            }
+        );
+        // Another store on the same folder (a reloaded tenant) starts from what is there.
+        let again = TraceStore::new(dir.path().join("traces"), 2, 250);
+        let saved = again.save(&id(7), 500, &[b'y'; 160]).unwrap();
+        assert_eq!((saved.removed_for_count, saved.removed_for_bytes), (1, 1));
+        let ids: Vec<String> = again.list().unwrap().into_iter().map(|s| s.id).collect();
+        assert_eq!(ids, [id(7)]);
     }
 
     #[test]

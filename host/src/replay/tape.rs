@@ -107,7 +107,26 @@ pub enum Outcome {
         /// BLAKE3 of the body, hexadecimal.
         body_blake3: String,
     },
-    /// No response from project code: what the sandbox reported (an exception, a limit).
+    /// A streamed response (`StreamingResponse`, Server-Sent Events): its head's status, and
+    /// the chunks its call wrote, joined (`super::sent`).
+    Streamed {
+        status: u16,
+        chunks: u64,
+        body_bytes: u64,
+        /// BLAKE3 of the body the chunks make, hexadecimal.
+        body_blake3: String,
+    },
+    /// A WebSocket session the call accepted (101): the messages it sent and its close code.
+    Socket {
+        messages: u64,
+        bytes: u64,
+        /// BLAKE3 over the messages, each with its kind and length, and the close frame's code.
+        blake3: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        close: Option<u16>,
+    },
+    /// No response from project code: what the sandbox reported (an exception, a limit), or
+    /// [`Outcome::client_closed`].
     Failed {
         /// The status the server answered with.
         status: u16,
@@ -122,11 +141,31 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// The status the client got.
+    /// The status the client got (101 for a WebSocket session).
     pub fn status(&self) -> u16 {
         match self {
-            Outcome::Response { status, .. } | Outcome::Failed { status, .. } => *status,
+            Outcome::Response { status, .. }
+            | Outcome::Streamed { status, .. }
+            | Outcome::Failed { status, .. } => *status,
+            Outcome::Socket { .. } => 101,
         }
+    }
+
+    /// The client closed its connection before the response was sent, and the call was
+    /// dropped where it was: nginx's 499 ("client closed request"). Kept as a 5xx is.
+    pub fn client_closed() -> Outcome {
+        Outcome::Failed {
+            status: CLIENT_CLOSED,
+            error: "ClientClosed".into(),
+            message: "the client closed the connection before the response was sent".into(),
+            file: None,
+            line: None,
+        }
+    }
+
+    /// Whether this is [`Outcome::client_closed`].
+    pub fn is_client_closed(&self) -> bool {
+        matches!(self, Outcome::Failed { status, error, .. } if *status == CLIENT_CLOSED && error == "ClientClosed")
     }
 
     /// The outcome of a response with `status` and `body`.
@@ -149,6 +188,25 @@ impl Outcome {
                 "response {status}, {body_bytes} bytes (blake3 {})",
                 &body_blake3[..16.min(body_blake3.len())]
             ),
+            Outcome::Streamed {
+                status,
+                chunks,
+                body_bytes,
+                body_blake3,
+            } => format!(
+                "streamed response {status}, {chunks} chunks, {body_bytes} bytes (blake3 {})",
+                &body_blake3[..16.min(body_blake3.len())]
+            ),
+            Outcome::Socket {
+                messages,
+                bytes,
+                blake3,
+                close,
+            } => format!(
+                "websocket session, {messages} messages sent, {bytes} bytes (blake3 {}){}",
+                &blake3[..16.min(blake3.len())],
+                close.map_or(String::new(), |code| format!(", closed with {code}"))
+            ),
             Outcome::Failed {
                 status,
                 error,
@@ -166,6 +224,9 @@ impl Outcome {
         }
     }
 }
+
+/// The status of a request whose client closed its connection first (nginx's).
+pub const CLIENT_CLOSED: u16 = 499;
 
 /// Bytes as a trace keeps them: text when they are UTF-8 (readable, and where the operator's
 /// values are redacted in every spelling), else base64.

@@ -19,13 +19,15 @@ wasmtime::component::bindgen!({
         // Outbound HTTP waits on the network without holding the guest's thread.
         "filerouter:sandbox/outbound": async | trappable,
         // A stream's chunks wait for the client (back-pressure) without holding the guest's
-        // thread, and so does waiting between chunks.
-        "filerouter:sandbox/response-stream.write": async,
-        "filerouter:sandbox/response-stream.wait": async,
+        // thread, and so does waiting between chunks. Recorded and replayed too.
+        "filerouter:sandbox/response-stream.start": trappable,
+        "filerouter:sandbox/response-stream.write": async | trappable,
+        "filerouter:sandbox/response-stream.wait": async | trappable,
         // A WebSocket's messages wait for the client, or for the socket, the same way.
-        "filerouter:sandbox/websocket.receive": async,
-        "filerouter:sandbox/websocket.send": async,
-        "filerouter:sandbox/websocket.close": async,
+        "filerouter:sandbox/websocket.accept": trappable,
+        "filerouter:sandbox/websocket.receive": async | trappable,
+        "filerouter:sandbox/websocket.send": async | trappable,
+        "filerouter:sandbox/websocket.close": async | trappable,
         // Password hashing runs on the guest's thread (its CPU is the request's) and stops the
         // request when the budget says so.
         "filerouter:sandbox/passwords": trappable,

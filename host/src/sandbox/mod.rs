@@ -481,15 +481,15 @@ impl Sandbox {
         upstream: Option<Upstream>,
         handshake: Option<socket::Handshake>,
     ) -> Result<Answer, SandboxError> {
-        // Recording on: the request's tape (a WebSocket's conversation is not recorded).
-        let tap = match (&self.inner.recorder, &handshake) {
-            (Some(recorder), None) => Some(crate::replay::Tap::Record(recorder.start(
+        // Recording on: the request's tape (a streamed response's and a WebSocket session's
+        // whole life included).
+        let tap = self.inner.recorder.as_ref().map(|recorder| {
+            crate::replay::Tap::Record(recorder.start(
                 tape_request(&request),
                 serde_json::to_value(&target).unwrap_or_default(),
                 &self.inner.environment,
-            ))),
-            _ => None,
-        };
+            ))
+        });
         self.handle_taped(request, target, root_files, upstream, handshake, tap)
             .await
     }
@@ -570,6 +570,9 @@ impl Sandbox {
         let logged = label.clone();
         let ending = tap.clone();
         let mut call = Box::pin(async move {
+            // Dropped before its end (the client closed the connection, and hyper dropped the
+            // request's future with this call in it): the tape ends there, as a 499.
+            let mut ending = Unfinished(ending);
             let outcome = this
                 .call(Purpose::Request(tap), label, move |router, store| {
                     Box::pin(async move {
@@ -584,7 +587,7 @@ impl Sandbox {
                     })
                 })
                 .await;
-            if let Some(tap) = ending {
+            if let Some(tap) = ending.0.take() {
                 tap.finish(tape_outcome(&outcome));
             }
             outcome
@@ -998,6 +1001,18 @@ impl Inner {
                 let refused = store.data().limits.refused();
                 Err(guest::classify_trap(trap, limits, &budget, refused))
             }
+        }
+    }
+}
+
+/// A taped call's tap until the call ends; dropped first, the call was abandoned where it was
+/// (its client closed the connection): the tape ends as [`crate::replay::Outcome::client_closed`].
+struct Unfinished(Option<crate::replay::Tap>);
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        if let Some(tap) = self.0.take() {
+            tap.finish(crate::replay::Outcome::client_closed());
         }
     }
 }

@@ -20,11 +20,11 @@ use super::{
         background, environment, kv, outbound, passwords, plugins, response_stream, snapshot, sql,
         stdlib, trace, types, upstream, websocket,
     },
-    tap::{hidden, taped},
+    tap::{Started, hidden, taped},
 };
 use crate::{
     db,
-    replay::tape::Bytes,
+    replay::{Sent, tape::Bytes},
     sandbox::{HttpRequest, HttpResponse},
     scheduler::Budget,
     traces::Active,
@@ -641,8 +641,69 @@ impl background::Host for CallState {
 impl response_stream::Host for CallState {
     /// Hands a streamed response's head and body to [`super::Sandbox::handle`], which answers
     /// with them while the call goes on to write the chunks; from now on the call runs under
-    /// the stream's limits (`super::stream`).
-    fn start(&mut self, head: HttpResponse) -> Result<(), String> {
+    /// the stream's limits (`super::stream`). Taped: a replay's stream starts from the trace,
+    /// and what it writes is compared with what was written.
+    fn start(&mut self, head: HttpResponse) -> wasmtime::Result<Result<(), String>> {
+        let status = head.status;
+        let result = match self.tap_start("response-stream.start", || {
+            serde_json::to_value((head.status, &head.headers))
+        })? {
+            Started::Answered(answer) => answer,
+            Started::Go(taping) => {
+                let result = self.start_stream(head);
+                taping.end(self, Ok(result))?
+            }
+        };
+        if result.is_ok() {
+            if let Some(limits) = self.stream_setup.as_ref().map(|setup| setup.limits) {
+                self.run_long(limits.cpu, limits);
+            }
+            self.sent_if(&result, || Sent::StreamStarted(status));
+        }
+        Ok(result)
+    }
+
+    async fn write(&mut self, chunk: Vec<u8>) -> wasmtime::Result<Result<(), String>> {
+        let taping = match self.tap_start("response-stream.write", || {
+            serde_json::to_value((Bytes(chunk.clone()),))
+        })? {
+            Started::Answered(answer) => {
+                if !chunk.is_empty() {
+                    self.sent_if(&answer, || Sent::Chunk(chunk));
+                }
+                return Ok(answer);
+            }
+            Started::Go(taping) => taping,
+        };
+        let kept = (self.tap.is_some() && !chunk.is_empty()).then(|| chunk.clone());
+        let result = match self.stream.as_ref() {
+            Some(writer) => writer.write(chunk).await,
+            None => Err("no stream was started (`response-stream.start` first)".into()),
+        };
+        let result = taping.end(self, Ok(result))?;
+        if let Some(chunk) = kept {
+            self.sent_if(&result, || Sent::Chunk(chunk));
+        }
+        Ok(result)
+    }
+
+    async fn wait(&mut self, timeout_ms: u64) -> wasmtime::Result<bool> {
+        let taping = taped!(self, "response-stream.wait", (timeout_ms,));
+        let timeout = Duration::from_millis(timeout_ms);
+        let over = match self.stream.as_ref() {
+            Some(writer) => writer.wait(timeout).await,
+            None => {
+                tokio::time::sleep(timeout).await;
+                false
+            }
+        };
+        taping.end(self, Ok(over))
+    }
+}
+
+impl CallState {
+    /// Start the stream for real (not replayed).
+    fn start_stream(&mut self, head: HttpResponse) -> Result<(), String> {
         if self.stream.is_some() {
             return Err("a stream was started already".into());
         }
@@ -658,7 +719,6 @@ impl response_stream::Host for CallState {
         match super::stream::start(&setup, early, head) {
             Ok(writer) => {
                 self.stream = Some(writer);
-                self.run_long(setup.limits.cpu, setup.limits);
                 Ok(())
             }
             Err((early, refused)) => {
@@ -668,21 +728,10 @@ impl response_stream::Host for CallState {
         }
     }
 
-    async fn write(&mut self, chunk: Vec<u8>) -> Result<(), String> {
-        match self.stream.as_ref() {
-            Some(writer) => writer.write(chunk).await,
-            None => Err("no stream was started (`response-stream.start` first)".into()),
-        }
-    }
-
-    async fn wait(&mut self, timeout_ms: u64) -> bool {
-        let timeout = Duration::from_millis(timeout_ms);
-        match self.stream.as_ref() {
-            Some(writer) => writer.wait(timeout).await,
-            None => {
-                tokio::time::sleep(timeout).await;
-                false
-            }
+    /// Tell the call's tap (recorded or replayed) that `sent` went out, when `result` is `ok`.
+    fn sent_if<T, E>(&self, result: &Result<T, E>, sent: impl FnOnce() -> Sent) {
+        if let (Ok(_), Some(tap)) = (result, self.tap()) {
+            tap.sent(sent());
         }
     }
 }
@@ -931,8 +980,124 @@ fn finish<T>(
 impl websocket::Host for CallState {
     /// Hands the handshake's 101 and the connection to [`super::Sandbox::handle`], which
     /// answers with the 101 and runs the connection while the call goes on; from now on the
-    /// call runs under the stream limits (`super::socket`).
+    /// call runs under the stream limits (`super::socket`). Taped, as every call of a session:
+    /// a replay's session runs on the trace's messages, and what it sends is compared.
     fn accept(
+        &mut self,
+        subprotocol: Option<String>,
+        head: HttpResponse,
+    ) -> wasmtime::Result<Result<(), websocket::Refusal>> {
+        let result = match self.tap_start("websocket.accept", || {
+            serde_json::to_value((&subprotocol, head.status, &head.headers))
+        })? {
+            Started::Answered(answer) => answer,
+            Started::Go(taping) => {
+                let result = self.accept_socket(subprotocol, head);
+                taping.end(self, Ok(result))?
+            }
+        };
+        if result.is_ok() {
+            if let Some(limits) = self.stream_setup.as_ref().map(|setup| setup.limits) {
+                self.run_long(limits.cpu.min(self.cpu_used() + limits.message_cpu), limits);
+            }
+            self.sent_if(&result, || Sent::Accepted);
+        }
+        Ok(result)
+    }
+
+    async fn receive(
+        &mut self,
+        timeout_ms: Option<u64>,
+    ) -> wasmtime::Result<Result<Option<websocket::Event>, String>> {
+        let result =
+            match self.tap_start("websocket.receive", || serde_json::to_value((timeout_ms,)))? {
+                Started::Answered(answer) => answer,
+                Started::Go(taping) => {
+                    let result = self.receive_event(timeout_ms).await;
+                    taping.end(self, Ok(result))?
+                }
+            };
+        // Each message starts its own CPU allowance, within the connection's.
+        if let (Ok(Some(websocket::Event::Message(_))), Some(budget), Some(setup)) =
+            (&result, &self.budget, &self.stream_setup)
+        {
+            let limits = setup.limits;
+            budget.extend(crate::scheduler::TimeLimits {
+                cpu: limits.cpu.min(budget.cpu_used() + limits.message_cpu),
+                wall: limits.duration,
+            });
+        }
+        Ok(result)
+    }
+
+    async fn send(
+        &mut self,
+        message: websocket::Message,
+    ) -> wasmtime::Result<Result<(), websocket::SendError>> {
+        use super::socket::{Payload, SendFailed};
+        let sent = |message: &websocket::Message| match message {
+            websocket::Message::Text(text) => Sent::Text(text.clone()),
+            websocket::Message::Binary(bytes) => Sent::Binary(bytes.clone()),
+        };
+        let taping = match self.tap_start("websocket.send", || match &message {
+            websocket::Message::Text(text) => {
+                serde_json::to_value(("text", Bytes(text.clone().into_bytes())))
+            }
+            websocket::Message::Binary(bytes) => {
+                serde_json::to_value(("binary", Bytes(bytes.clone())))
+            }
+        })? {
+            Started::Answered(answer) => {
+                self.sent_if(&answer, || sent(&message));
+                return Ok(answer);
+            }
+            Started::Go(taping) => taping,
+        };
+        let kept = self.tap.is_some().then(|| sent(&message));
+        let result = match self.socket.as_ref() {
+            None => Err(websocket::SendError::Invalid(NOT_ACCEPTED.into())),
+            Some(socket) => {
+                let payload = match message {
+                    websocket::Message::Text(text) => Payload::Text(text),
+                    websocket::Message::Binary(bytes) => Payload::Binary(bytes),
+                };
+                socket.send(payload).await.map_err(|failed| match failed {
+                    SendFailed::Closed(code, reason) => {
+                        websocket::SendError::Closed((code, reason))
+                    }
+                    SendFailed::TooLarge(message) => websocket::SendError::Invalid(message),
+                })
+            }
+        };
+        let result = taping.end(self, Ok(result))?;
+        if let Some(kept) = kept {
+            self.sent_if(&result, || kept);
+        }
+        Ok(result)
+    }
+
+    async fn close(&mut self, code: u16, reason: String) -> wasmtime::Result<Result<(), String>> {
+        let taping =
+            match self.tap_start("websocket.close", || serde_json::to_value((code, &reason)))? {
+                Started::Answered(answer) => {
+                    self.sent_if(&answer, || Sent::Close(code, reason));
+                    return Ok(answer);
+                }
+                Started::Go(taping) => taping,
+            };
+        let result = match self.socket.as_ref() {
+            Some(socket) => socket.close(code, reason.clone()).await,
+            None => Err(NOT_ACCEPTED.into()),
+        };
+        let result = taping.end(self, Ok(result))?;
+        self.sent_if(&result, || Sent::Close(code, reason));
+        Ok(result)
+    }
+}
+
+impl CallState {
+    /// Accept the connection for real (not replayed).
+    fn accept_socket(
         &mut self,
         subprotocol: Option<String>,
         head: HttpResponse,
@@ -949,11 +1114,9 @@ impl websocket::Host for CallState {
             self.socket_setup = Some(setup);
             return Err(invalid(Refused::Sent));
         };
-        let limits = setup.limits;
         match socket::accept(setup, early, subprotocol, head) {
             Ok(socket) => {
                 self.socket = Some(socket);
-                self.run_long(limits.cpu.min(self.cpu_used() + limits.message_cpu), limits);
                 Ok(())
             }
             Err(back) => {
@@ -972,7 +1135,8 @@ impl websocket::Host for CallState {
         }
     }
 
-    async fn receive(
+    /// The socket's next event, for real (not replayed).
+    async fn receive_event(
         &mut self,
         timeout_ms: Option<u64>,
     ) -> Result<Option<websocket::Event>, String> {
@@ -980,48 +1144,18 @@ impl websocket::Host for CallState {
         let Some(socket) = self.socket.as_mut() else {
             return Err(NOT_ACCEPTED.into());
         };
-        let limits = socket.limits();
         let event = socket
             .receive(timeout_ms.map(Duration::from_millis))
             .await?;
         Ok(event.map(|event| match event {
-            Event::Message(payload) => {
-                // Each message starts its own CPU allowance, within the connection's.
-                if let Some(budget) = &self.budget {
-                    budget.extend(crate::scheduler::TimeLimits {
-                        cpu: limits.cpu.min(budget.cpu_used() + limits.message_cpu),
-                        wall: limits.duration,
-                    });
-                }
-                websocket::Event::Message(match payload {
-                    Payload::Text(text) => websocket::Message::Text(text),
-                    Payload::Binary(bytes) => websocket::Message::Binary(bytes),
-                })
+            Event::Message(Payload::Text(text)) => {
+                websocket::Event::Message(websocket::Message::Text(text))
+            }
+            Event::Message(Payload::Binary(bytes)) => {
+                websocket::Event::Message(websocket::Message::Binary(bytes))
             }
             Event::Closed(code, reason) => websocket::Event::Closed((code, reason)),
         }))
-    }
-
-    async fn send(&mut self, message: websocket::Message) -> Result<(), websocket::SendError> {
-        use super::socket::{Payload, SendFailed};
-        let Some(socket) = self.socket.as_ref() else {
-            return Err(websocket::SendError::Invalid(NOT_ACCEPTED.into()));
-        };
-        let payload = match message {
-            websocket::Message::Text(text) => Payload::Text(text),
-            websocket::Message::Binary(bytes) => Payload::Binary(bytes),
-        };
-        socket.send(payload).await.map_err(|failed| match failed {
-            SendFailed::Closed(code, reason) => websocket::SendError::Closed((code, reason)),
-            SendFailed::TooLarge(message) => websocket::SendError::Invalid(message),
-        })
-    }
-
-    async fn close(&mut self, code: u16, reason: String) -> Result<(), String> {
-        let Some(socket) = self.socket.as_ref() else {
-            return Err(NOT_ACCEPTED.into());
-        };
-        socket.close(code, reason).await
     }
 }
 

@@ -295,7 +295,6 @@ pub(super) struct Socket {
     /// The `closed` event was handed to the handler: nothing more will come.
     finished: bool,
     max_message_bytes: usize,
-    limits: StreamLimits,
     _open: OpenGuard,
 }
 
@@ -421,17 +420,11 @@ pub(super) fn accept(
         over,
         finished: false,
         max_message_bytes: max,
-        limits,
         _open: open,
     })
 }
 
 impl Socket {
-    /// The connection's limits.
-    pub(super) fn limits(&self) -> StreamLimits {
-        self.limits
-    }
-
     /// The next event within `timeout` (None: wait as long as it takes); `Ok(None)` when the
     /// time passed first.
     pub(super) async fn receive(

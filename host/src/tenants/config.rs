@@ -262,6 +262,9 @@ pub struct TenantConfig {
     /// `record_sample` of the others, the value here) kept in `data_dir/traces/`
     /// (`crate::replay`); None: not recorded.
     pub record: Option<f64>,
+    /// `record = false`, said outright: not recorded even when its project's `config.py` asks
+    /// for it (`record = {"enabled": True}`).
+    pub record_refused: bool,
     /// `traces_token`: the bearer token that opens its traces, and only its, on the admin
     /// address (`/tenants/NAME/traces`); None: they are not served.
     pub traces_token: Option<String>,
@@ -552,6 +555,7 @@ impl TenantsConfig {
                 outbound,
                 limits,
                 record,
+                record_refused: section.record.as_ref().is_some_and(|on| !*on.get_ref()),
                 traces_token,
             });
         }

@@ -637,18 +637,35 @@ impl Tenants {
                 gathered.environment,
             )
             .map_err(LoadFailure::of)
-            .map(|loaded| (loaded, opened.bundle_blake3.clone()))
+            .map(|loaded| {
+                (
+                    loaded,
+                    opened.bundle_blake3.clone(),
+                    opened.metadata.settings.record.clone(),
+                )
+            })
         })
         .await
         .map_err(|e| LoadFailure::Refused(format!("loading panicked: {e}")))??;
-        let (loaded, bundle) = loaded;
-        // `record = true`: its requests taped, its traces kept in its own data folder.
-        if let Some(sample) = tenant.config.record {
-            let store = trace_store(&tenant.config);
-            let settings = crate::replay::RecordSettings {
+        let (loaded, bundle, project_record) = loaded;
+        // `record = true` (or, unless `record = false`, its project's config.py `record`): its
+        // requests taped, its traces kept in its own data folder, within the default bounds.
+        let recording = match tenant.config.record {
+            Some(sample) => Some(crate::replay::RecordSettings {
                 sample,
                 ..Default::default()
-            };
+            }),
+            None if !tenant.config.record_refused && project_record.enabled == Some(true) => {
+                Some(crate::replay::RecordSettings::from_project(&project_record).within_defaults())
+            }
+            None => None,
+        };
+        if let Some(settings) = recording {
+            let store = crate::replay::store::TraceStore::new(
+                tenant.config.data_dir.join("traces"),
+                settings.max_traces,
+                settings.max_bytes,
+            );
             let recorder = crate::replay::Recorder::new(
                 settings,
                 bundle,
