@@ -9,10 +9,7 @@
 //! mapping (`crate::sandbox::checked_code`). A build's plugins are not files: their native code
 //! comes from the verified build cache, in memory ([`load_native`]).
 
-use std::{
-    hash::{DefaultHasher, Hash, Hasher},
-    sync::OnceLock,
-};
+use std::sync::OnceLock;
 
 use wasmtime::{Config, Engine, OptLevel, component::Component};
 
@@ -64,13 +61,7 @@ pub fn load_native(native: &[u8], wasm: &[u8]) -> Result<Component, String> {
 /// did not write as it is is refused, removed and compiled again.
 pub fn compile_cached(wasm: &[u8]) -> Result<Component, String> {
     let engine = shared();
-    let mut hasher = DefaultHasher::new();
-    engine.precompile_compatibility_hash().hash(&mut hasher);
-    let stem = format!(
-        "plugin-{}-{:016x}",
-        &blake3::hash(wasm).to_hex()[..32],
-        hasher.finish()
-    );
+    let stem = checked_code::stem("plugin", &blake3::hash(wasm).to_hex()[..32], engine);
     let compile = || {
         engine
             .precompile_component(wasm)

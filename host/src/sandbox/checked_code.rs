@@ -257,6 +257,18 @@ pub enum CodeError {
     Load(String),
 }
 
+/// The stem of a compiled file's name, `{kind}-{id}-{engine}` (what [`load_named`] looks for):
+/// `kind` says what the code is (`guest`, `bake`, `plugin`: the prefix old files of that kind are
+/// pruned by), `id` which code it is (a hash of what was compiled), and `engine` a hash of the
+/// engine settings compiled code must match (`Engine::precompile_compatibility_hash`), so that
+/// code compiled under other settings is never even opened.
+pub fn stem(kind: &str, id: &str, engine: &Engine) -> String {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut hasher = DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    format!("{kind}-{id}-{:016x}", hasher.finish())
+}
+
 /// The component that this user's filerouter compiled into `dir` as
 /// `{stem}-{checksum}.cwasm` (see [`CodeKey::file_name`]): the first such file that passes
 /// [`open`] and [`OpenedCode::expect_named`], mapped. Every other file of that stem is refused

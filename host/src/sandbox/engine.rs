@@ -13,12 +13,7 @@
 //! (`Component::deserialize_file`, a few milliseconds), once `checked_code` has checked that
 //! its bytes are the ones this user's filerouter wrote.
 
-use std::{
-    collections::hash_map::DefaultHasher,
-    hash::{Hash, Hasher},
-    sync::Arc,
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 
 use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, OptLevel,
@@ -304,10 +299,7 @@ fn builtin_image() -> Result<Arc<Image>, EngineError> {
 /// (`guest-<guest hash>-<engine settings>-<checksum>.cwasm`, checked by
 /// `checked_code::load_named`), else compiled now and kept there.
 fn load_component(engine: &Engine) -> Result<Component, EngineError> {
-    let mut hasher = DefaultHasher::new();
-    guest::SHA256.hash(&mut hasher);
-    engine.precompile_compatibility_hash().hash(&mut hasher);
-    let stem = format!("guest-{}-{:016x}", &guest::SHA256[..16], hasher.finish());
+    let stem = checked_code::stem("guest", &guest::SHA256[..32], engine);
     let compile = || {
         eprintln!(
             "filerouter: compiling the sandbox guest for this machine (first start only, a few seconds)..."

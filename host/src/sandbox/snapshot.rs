@@ -8,11 +8,7 @@
 //! writes are copied back after it: `reset`).
 //! This runs once per build, never while serving.
 
-use std::{
-    collections::hash_map::DefaultHasher,
-    hash::{Hash, Hasher},
-    sync::{Arc, Mutex},
-};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use component_init_transform::Invoker;
@@ -192,12 +188,10 @@ async fn run_bake(
 /// exports and nothing else. What the snapshot depends on is the guest and the accessors' names
 /// (it calls them by name): [`instrumented_fingerprint`].
 fn instrumented_component(engine: &Engine, instrumented: &[u8]) -> anyhow::Result<Component> {
-    let mut hasher = DefaultHasher::new();
-    engine.precompile_compatibility_hash().hash(&mut hasher);
-    let stem = format!(
-        "bake-{}-{:016x}",
-        &instrumented_fingerprint(instrumented)?.to_hex()[..16],
-        hasher.finish()
+    let stem = super::checked_code::stem(
+        "bake",
+        &instrumented_fingerprint(instrumented)?.to_hex()[..32],
+        engine,
     );
     let compile = || {
         let compiled = engine
