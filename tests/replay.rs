@@ -608,7 +608,14 @@ fn a_streamed_response_and_a_websocket_session_replay_what_they_sent_and_a_chang
     let events = trace_of(&files, "/events");
     let machine = fresh_machine(project.path(), events);
     let (code, out, err) = filerouter(
-        &["replay", "trace.json", "--project", ".", "--body", "body.out"],
+        &[
+            "replay",
+            "trace.json",
+            "--project",
+            ".",
+            "--body",
+            "body.out",
+        ],
         &machine,
     );
     assert_eq!(code, 0, "not reproduced:\n{out}\n{err}");
@@ -637,7 +644,11 @@ fn a_streamed_response_and_a_websocket_session_replay_what_they_sent_and_a_chang
     std::fs::write(project.path().join("events.json"), events).unwrap();
     let route = project.path().join("routes/echo/route.py");
     let source = std::fs::read_to_string(&route).unwrap();
-    std::fs::write(&route, source.replace("f\"{n}: {text}\"", "f\"{n} said {text}\"")).unwrap();
+    std::fs::write(
+        &route,
+        source.replace("f\"{n}: {text}\"", "f\"{n} said {text}\""),
+    )
+    .unwrap();
     let (code, out, err) = filerouter(
         &["replay", "echo.json", "--project", ".", "--source"],
         project.path(),
@@ -656,7 +667,9 @@ fn a_streamed_response_and_a_websocket_session_replay_what_they_sent_and_a_chang
     );
     assert_eq!(code, 1, "{out}\n{err}");
     assert!(
-        out.contains("the run asked response-stream.write([{\"text\":\"data: {\\\"n\\\": 1, \\\"index\\\": 0"),
+        out.contains(
+            "the run asked response-stream.write([{\"text\":\"data: {\\\"n\\\": 1, \\\"index\\\": 0"
+        ),
         "{out}"
     );
 }
@@ -682,8 +695,7 @@ fn metric(server: &Server, name: &str, labels: &str) -> u64 {
 }
 
 #[test]
-fn a_request_whose_client_left_is_kept_as_499_replays_to_where_it_left_and_recording_is_counted()
-{
+fn a_request_whose_client_left_is_kept_as_499_replays_to_where_it_left_and_recording_is_counted() {
     let project = Project::dedented(&[
         ("config.py", "app_name = \"left\"\n"),
         (
@@ -701,7 +713,10 @@ fn a_request_whose_client_left_is_kept_as_499_replays_to_where_it_left_and_recor
                 return {"done": True}
             "#,
         ),
-        ("routes/ok/route.py", "def GET(request):\n    return {\"ok\": True}\n"),
+        (
+            "routes/ok/route.py",
+            "def GET(request):\n    return {\"ok\": True}\n",
+        ),
     ]);
     build(project.path());
     let mut server = run_recording(
@@ -750,7 +765,11 @@ fn a_request_whose_client_left_is_kept_as_499_replays_to_where_it_left_and_recor
     );
     assert_eq!(metric(&server, "filerouter_traces_taped_total", ""), 3);
     assert_eq!(
-        metric(&server, "filerouter_traces_dropped_total", "reason=\"count\""),
+        metric(
+            &server,
+            "filerouter_traces_dropped_total",
+            "reason=\"count\""
+        ),
         1
     );
     assert_eq!(
@@ -769,7 +788,9 @@ fn a_request_whose_client_left_is_kept_as_499_replays_to_where_it_left_and_recor
     );
     let next = calls.len() + 1;
     assert!(
-        out.contains(&format!("stopped at call {next}, where the client had left")),
+        out.contains(&format!(
+            "stopped at call {next}, where the client had left"
+        )),
         "{out}"
     );
 }
@@ -799,7 +820,10 @@ fn config_py_turns_recording_on_in_run_and_dev_records_for_a_replay_on_the_sourc
 
     // A wrong value is refused with its line.
     let bad = Project::new(&[
-        ("config.py", "app_name = \"bad\"\nrecord = {\"sample\": 2}\n"),
+        (
+            "config.py",
+            "app_name = \"bad\"\nrecord = {\"sample\": 2}\n",
+        ),
         ("routes/boom/route.py", boom),
     ]);
     let (code, out, err) = filerouter(&["build", "--project", "."], bad.path());
