@@ -52,6 +52,17 @@ const DATABASE_BUCKETS: [f64; 12] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0,
 ];
 
+/// The `tenant` label every family here carries under `run --tenants`, and none without.
+fn encode_tenant(
+    tenant: &Option<Arc<str>>,
+    encoder: &mut LabelSetEncoder,
+) -> Result<(), std::fmt::Error> {
+    match tenant {
+        Some(tenant) => ("tenant", &**tenant).encode(encoder.encode_label()),
+        None => Ok(()),
+    }
+}
+
 /// `method`, `route`, `status` (and `tenant` under `run --tenants`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
 struct RequestLabels {
@@ -63,9 +74,7 @@ struct RequestLabels {
 
 impl EncodeLabelSet for RequestLabels {
     fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
-        if let Some(tenant) = &self.tenant {
-            ("tenant", &**tenant).encode(encoder.encode_label())?;
-        }
+        encode_tenant(&self.tenant, encoder)?;
         ("method", self.method).encode(encoder.encode_label())?;
         ("route", &*self.route).encode(encoder.encode_label())?;
         ("status", self.status).encode(encoder.encode_label())
@@ -82,9 +91,7 @@ struct RouteLabels {
 
 impl EncodeLabelSet for RouteLabels {
     fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
-        if let Some(tenant) = &self.tenant {
-            ("tenant", &**tenant).encode(encoder.encode_label())?;
-        }
+        encode_tenant(&self.tenant, encoder)?;
         ("method", self.method).encode(encoder.encode_label())?;
         ("route", &*self.route).encode(encoder.encode_label())
     }
@@ -110,9 +117,7 @@ struct TenantLabels {
 
 impl EncodeLabelSet for TenantLabels {
     fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
-        if let Some(tenant) = &self.tenant {
-            ("tenant", &**tenant).encode(encoder.encode_label())?;
-        }
+        encode_tenant(&self.tenant, encoder)?;
         Ok(())
     }
 }
@@ -126,9 +131,7 @@ struct DroppedLabels {
 
 impl EncodeLabelSet for DroppedLabels {
     fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
-        if let Some(tenant) = &self.tenant {
-            ("tenant", &**tenant).encode(encoder.encode_label())?;
-        }
+        encode_tenant(&self.tenant, encoder)?;
         ("reason", self.reason).encode(encoder.encode_label())
     }
 }
