@@ -396,3 +396,35 @@ fn snapshot_objects_are_immortal_and_finalizers_still_run() {
         );
     }
 }
+
+/// The build fills the snapshot heap's free chunks (`guest-python/sandbox/heap.py`), so that a
+/// request's objects come from fresh memory, one after another, instead of from thousands of
+/// holes spread over the heap: each page a request writes is copied back after it. Without the
+/// fill, these 2,000 objects landed in 284 pages, no two adjacent; with it, in 10.
+const HEAP: &str = r#"
+def GET(request):
+    blocks = [None] * 2000
+    for i in range(2000):
+        blocks[i] = object()
+    addresses = [id(b) for b in blocks]
+    steps = [b - a for a, b in zip(addresses, addresses[1:])]
+    return {
+        "adjacent": sum(1 for s in steps if 0 < s <= 16),
+        "pages": len({a // 4096 for a in addresses}),
+    }
+"#;
+
+#[test]
+fn a_requests_new_objects_land_side_by_side_not_in_the_snapshots_holes() {
+    let project = built(&[("routes/heap/route.py", HEAP)]);
+    let server = Server::run(&project, &[]);
+    for round in 0..3 {
+        let placed = json(server.get("/heap"));
+        let adjacent = placed["adjacent"].as_u64().unwrap_or(0);
+        let pages = placed["pages"].as_u64().unwrap_or(u64::MAX);
+        assert!(
+            adjacent >= 1_900 && pages <= 20,
+            "round {round}: 2,000 new objects were spread over the heap: {placed}"
+        );
+    }
+}
