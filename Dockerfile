@@ -11,7 +11,7 @@
 # chown and useradd: that test runs them as they are written.
 
 FROM rust:1-bookworm AS build
-# build.rs builds the Python guest with componentize-py from PyPI (python3 and its venv
+# The guest's build script (guest-python/build/) builds the Python guest with componentize-py from PyPI (python3 and its venv
 # module); `filerouter packages install` uses the same pip. It compiles the guest's
 # pydantic-core with Debian's WASI Rust toolchain: rustc-web, cargo-web, rust-web-src and the
 # wasm-ld of the LLVM that rustc uses (lld-N; README, "Pydantic in the sandbox").

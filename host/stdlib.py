@@ -1,10 +1,11 @@
-"""Compiles the guest's standard library to code objects, for `host/build.rs`.
+"""Compiles the guest's standard library to code objects, for the guest's build.
 
 componentize-py embeds CPython 3.14.0's standard library and mounts it at `/python` while it
-builds a component. `host/build.rs` builds a throwaway component whose only module is this one,
-so this runs inside that build, on the very interpreter that runs route code: it compiles every
-pure-Python module of the standard library and writes them all, marshalled, to `stdlib.bin`
-beside itself (the folder is mounted writable during the build). The host embeds the result
+builds a component. The guest's build script (`guest-python/build/build.rs`) builds a throwaway
+component whose only module is this one, so this runs inside that build, on the very
+interpreter that runs route code: it compiles every pure-Python module of the standard library
+and writes them all, marshalled, to `stdlib.bin` beside itself (the folder is mounted writable
+during the build). The host embeds the result
 (`host/src/sandbox/stdlib.rs`) and hands a module's code to the guest when route code imports
 one that the guest's snapshot does not hold (`guest-python/sandbox/importing.py`): such an import costs
 an unmarshal, never a compile.

@@ -624,8 +624,8 @@ with tarfile.open(sys.argv[1], "w:gz") as tar:
     }
 }
 
-/// The pydantic built into the guest, and the pydantic-core compiled into it (`host/build.rs`
-/// reads them from `host/guest-packages.txt`).
+/// The pydantic built into the guest, and the pydantic-core compiled into it (the guest's build,
+/// `guest-python/build/`, reads them from `host/guest-packages.txt`).
 const PYDANTIC: &str = env!("FILEROUTER_PYDANTIC_VERSION");
 const PYDANTIC_CORE: &str = env!("FILEROUTER_PYDANTIC_CORE_VERSION");
 

@@ -57,7 +57,7 @@ pub const DIR: &str = ".packages";
 
 /// The sandbox's Python as environment markers (PEP 508) see it, what every marker of a
 /// requirement is evaluated against: CPython 3.14.0 (componentize-py 0.25.1's, see
-/// `host/build.rs`) built for wasm32-wasip2. `sys.platform` is `wasi` and `os.name` `posix`;
+/// `guest-python/build/build.rs`) built for wasm32-wasip2. `sys.platform` is `wasi` and `os.name` `posix`;
 /// `platform.system()`, `release()`, `version()` and `machine()` are `os.uname()`'s fields,
 /// which wasi-libc fills with fixed values (`wasi`, `0.0.0`, `0.0.0`, `wasm32`) and
 /// `platform.uname()` passes on unchanged. Update with the componentize-py pin.

@@ -6,7 +6,7 @@
 //! holds (they are in the snapshot's `sys.modules`), so one installed there would only shadow
 //! their metadata, or, for pydantic-core, be refused as native code.
 //!
-//! Not for: building them into the guest (`host/build/bundled.rs`), or resolving (`super`).
+//! Not for: building them into the guest (`guest-python/build/bundled.rs`), or resolving (`super`).
 
 use std::{fmt, fs, path::Path};
 
@@ -22,7 +22,7 @@ pub struct Bundled {
     pub version: String,
 }
 
-/// The bundled distributions, as `host/build.rs` read them from `host/guest-packages.txt`
+/// The bundled distributions, as the guest's build read them from `host/guest-packages.txt`
 /// when the guest in this binary was built.
 pub fn all() -> Vec<Bundled> {
     parse(env!("FILEROUTER_GUEST_PACKAGES"))

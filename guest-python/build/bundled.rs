@@ -321,22 +321,21 @@ fn compile_core(
     let started = Instant::now();
     let target_dir = tools.join("pydantic-core-target");
     let mut cargo = Command::new(&toolchain.cargo);
-    cargo
-        .current_dir(&source)
-        .args([
-            "rustc",
-            "--release",
-            "--locked",
-            "--lib",
-            "--target",
-            "wasm32-wasip1",
-            "-Zbuild-std=std,panic_abort",
-            "--crate-type",
-            "staticlib",
-        ])
-        .env("CARGO_TARGET_DIR", &target_dir);
+    cargo.current_dir(&source).args([
+        "rustc",
+        "--release",
+        "--locked",
+        "--lib",
+        "--target",
+        "wasm32-wasip1",
+        "-Zbuild-std=std,panic_abort",
+        "--crate-type",
+        "staticlib",
+    ]);
     clean_env(&mut cargo);
     cargo
+        // After clean_env, which takes out the outer build's own CARGO_TARGET_DIR, if it has one.
+        .env("CARGO_TARGET_DIR", &target_dir)
         // Debian's cargo and rustc are stable releases: -Zbuild-std needs this.
         .env("RUSTC_BOOTSTRAP", "1")
         .env("RUSTC", &toolchain.rustc)
