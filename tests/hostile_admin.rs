@@ -310,10 +310,12 @@ fn a_tenant_behind_its_migrations_serves_once_they_are_applied() {
     let server = site.start(None, &[]);
     let (status, _) = get(&server, "m.test", "/").unwrap();
     assert_eq!(status, 503);
+    // The server's log is read from its stderr by a thread of the test: the line can arrive
+    // after the answer does.
     assert!(
-        server
+        eventually(Duration::from_secs(10), || server
             .log()
-            .contains("the database is behind the build's migrations"),
+            .contains("the database is behind the build's migrations")),
         "{}",
         server.log()
     );
