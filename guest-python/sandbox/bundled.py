@@ -1,7 +1,7 @@
 """Third-party packages built into the guest: pydantic 2 and the packages it imports.
 
-host/build.rs puts them into a folder that componentize-py gets as one more path
-(host/guest-packages.txt pins them): pydantic, annotated_types, typing_extensions and
+The guest's build (guest-python/build/) puts them into a folder that componentize-py gets as one
+more path (host/guest-packages.txt pins them): pydantic, annotated_types, typing_extensions and
 typing_inspection from PyPI's wheels, and pydantic_core with its Rust part compiled for the sandbox
 from its sdist. Those files exist only while the guest is built: only what is imported now, at build
 time, is in the snapshot. So every module of these packages is imported here, except those in
