@@ -40,19 +40,30 @@ fn try_connect(server: &Server, path: &str, headers: &[(&str, &str)]) -> Result<
     }
 }
 
-/// A socket on `path`; a 503 (the project's sockets all open, one perhaps still ending) is
-/// tried again for up to 20 s, as `raw_socket` does.
-fn connect(server: &Server, path: &str) -> Socket {
+/// `attempt` again while it fails with what `busy` recognizes (the project's sockets all open,
+/// one perhaps still ending), every 200 ms for up to 20 s, as a client told `Retry-After`
+/// would: on a machine of two cores a project may have one socket open, and the one before may
+/// still be ending (its handler's `finally` running, or the server waiting for a close frame a
+/// raw client never sends) when a test asks for the next. The last result otherwise.
+fn while_busy<T, E>(
+    mut attempt: impl FnMut() -> Result<T, E>,
+    busy: impl Fn(&E) -> bool,
+) -> Result<T, E> {
     let started = std::time::Instant::now();
     loop {
-        match try_connect(server, path, &[]) {
-            Ok(socket) => return socket,
-            Err(503) if started.elapsed() < Duration::from_secs(20) => {
+        match attempt() {
+            Err(e) if busy(&e) && started.elapsed() < Duration::from_secs(20) => {
                 std::thread::sleep(Duration::from_millis(200));
             }
-            Err(status) => panic!("{path}: refused with {status}"),
+            other => return other,
         }
     }
+}
+
+/// A socket on `path`, a 503 tried again (`while_busy`).
+fn connect(server: &Server, path: &str) -> Socket {
+    while_busy(|| try_connect(server, path, &[]), |status| *status == 503)
+        .unwrap_or_else(|status| panic!("{path}: refused with {status}"))
 }
 
 /// The next text message, skipping control frames.
@@ -343,35 +354,34 @@ fn read_head(stream: &mut TcpStream) -> String {
     String::from_utf8_lossy(&seen).into_owned()
 }
 
-/// A raw connection upgraded to a WebSocket on `path`: for frames no polite client sends.
-///
-/// A 503 with `Retry-After` is tried again for up to 20 s, as a client should: on a machine of
-/// two cores a project may have one socket open, and the one before this may still be ending
-/// (its handler's `finally` running, or the server waiting for the close frame the raw client
-/// never sends) when the test asks for the next.
+/// A raw connection upgraded to a WebSocket on `path`: for frames no polite client sends. A
+/// 503 with `Retry-After` is tried again (`while_busy`).
 fn raw_socket(server: &Server, path: &str) -> TcpStream {
-    let started = std::time::Instant::now();
-    loop {
-        let mut raw = TcpStream::connect(server.base.trim_start_matches("http://")).expect("tcp");
-        raw.write_all(
-            format!(
-                "GET {path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-                 Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    let (raw, head) = while_busy(
+        || {
+            let mut raw =
+                TcpStream::connect(server.base.trim_start_matches("http://")).expect("tcp");
+            raw.write_all(
+                format!(
+                    "GET {path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+                     Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+                )
+                .as_bytes(),
             )
-            .as_bytes(),
-        )
-        .expect("write");
-        let head = read_head(&mut raw);
-        let busy = head.starts_with("HTTP/1.1 503") && head.contains("retry-after:");
-        if busy && started.elapsed() < Duration::from_secs(20) {
-            std::thread::sleep(Duration::from_millis(200));
-            continue;
-        }
-        assert!(head.starts_with("HTTP/1.1 101"), "{head}");
-        // RFC 6455's own example key and answer.
-        assert!(head.contains("s3pPLMBiTxaQ9kYGzzhZRbK+xOo="), "{head}");
-        return raw;
-    }
+            .expect("write");
+            let head = read_head(&mut raw);
+            if head.starts_with("HTTP/1.1 101") {
+                Ok((raw, head))
+            } else {
+                Err(head)
+            }
+        },
+        |head| head.starts_with("HTTP/1.1 503") && head.contains("retry-after:"),
+    )
+    .unwrap_or_else(|head| panic!("{head}"));
+    // RFC 6455's own example key and answer.
+    assert!(head.contains("s3pPLMBiTxaQ9kYGzzhZRbK+xOo="), "{head}");
+    raw
 }
 
 /// One client frame: masked (unless `masked` is false), FIN as given.
