@@ -66,8 +66,9 @@ fn main() {
     let component = PathBuf::from(from_guest("COMPONENT"));
     let key = from_guest("KEY");
     let stdlib_raw = PathBuf::from(from_guest("STDLIB"));
-    // The two take seconds each on a fresh build (this script's dependencies are not
-    // optimized), and the library's compile waits for them: side by side.
+    // The two take seconds each on a fresh build (the linker crate is compiled for build
+    // scripts without optimization; zstd is optimized, see the workspace's Cargo.toml), and the
+    // library's compile waits for them: side by side.
     std::thread::scope(|scope| {
         let stdlib = scope.spawn(|| stdlib(&stdlib_raw, &out));
         guest(&component, &key, &options, &out);
