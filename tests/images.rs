@@ -4,7 +4,9 @@
 //! file `run` maps for project A copied over B's name, cut short, or replaced by garbage. B
 //! (alone with `run`, and beside A with `run --tenants`) must serve its own answers, log the
 //! refusal, and leave B's file on disk as it was. A file trusted by its name would serve A's
-//! snapshot and secret as B.
+//! snapshot and secret as B. B's image, built second and close to A's, is kept as a layer over
+//! A's (`images/<hash>.layer`, signed with the user's key): the same substitutions of the layer,
+//! and of A's whole image under it, are refused alike.
 
 use crate::support;
 
@@ -125,7 +127,7 @@ impl Site {
                 entries
                     .flatten()
                     .map(|e| e.path())
-                    .filter(|p| p.extension().is_some_and(|e| e == "img"))
+                    .filter(|p| p.extension().is_some_and(|e| e == "img" || e == "layer"))
                     .collect()
             })
             .unwrap_or_default()
@@ -156,19 +158,23 @@ fn answer(server: &Server, host: Option<&str>) -> serde_json::Value {
     json(response)
 }
 
-/// How many times `server` logged that it refused the image file at `path` for a reason
-/// containing `why`.
+/// How many times `server` logged that it refused the image file (or layer) at `path` for a
+/// reason containing `why`.
 fn refusals(server: &Server, path: &Path, why: &str) -> usize {
-    let name = format!("refusing memory image {}", path.display());
+    let names = [
+        format!("refusing memory image {}:", path.display()),
+        format!("refusing memory image layer {}:", path.display()),
+    ];
     server
         .log()
         .lines()
-        .filter(|line| line.contains(&name) && line.contains(why))
+        .filter(|line| names.iter().any(|name| line.contains(name)) && line.contains(why))
         .count()
 }
 
 /// The image file of each project, named by the hash its build cache records (`build` wrote
-/// it into the shared cache folder); `run` of each maps it and answers as the project.
+/// it into the shared cache folder); `run` of each maps it and answers as the project. A's is
+/// a whole image; B's, built second and differing from A's in a few pages, a layer over A's.
 fn image_files_of_a_and_b(site: &Site) -> (PathBuf, PathBuf) {
     let mut named = Vec::new();
     for name in ["a", "b"] {
@@ -183,16 +189,23 @@ fn image_files_of_a_and_b(site: &Site) -> (PathBuf, PathBuf) {
             .and_then(|s| s["blake3"].as_str())
             .unwrap()
             .to_string();
-        let file = site.cache().join("images").join(format!("{hash}.img"));
+        let kind = if name == "a" { "img" } else { "layer" };
+        let file = site.cache().join("images").join(format!("{hash}.{kind}"));
         assert!(
             site.image_files().contains(&file),
-            "{name}: no {}",
-            file.display()
+            "{name}: no {} in {:?}",
+            file.display(),
+            site.image_files()
         );
         let server = site.run(name);
         assert_eq!(answer(&server, None), expected(&name.to_uppercase()));
         named.push(file);
     }
+    let layer = std::fs::metadata(&named[1]).unwrap().len();
+    assert!(
+        layer < std::fs::metadata(&named[0]).unwrap().len() / 20,
+        "B's layer is {layer} bytes"
+    );
     (named[0].clone(), named[1].clone())
 }
 
@@ -204,32 +217,39 @@ fn run_refuses_another_image_under_its_name_and_serves_its_own() {
     let b_bytes = std::fs::read(&b_file).unwrap();
     assert_ne!(a_bytes, b_bytes);
 
-    // A's image copied over B's name, then B's cut short, then garbage: every time B
+    // A's image copied over B's layer, then B's layer cut short, then garbage: every time B
     // serves its own answer and secret, says which file it refused and why, and B's file is
-    // B's again afterwards.
-    let substitutes: [(&str, &[u8]); 3] = [
-        ("A's image", &a_bytes),
-        ("B's cut short", &b_bytes[..b_bytes.len() / 2]),
-        ("garbage", b"garbage, not an image"),
+    // B's again afterwards. Then the same for A's whole image, with B's layer as the
+    // substitute.
+    let cases = [
+        ("b", "B", &b_file, &b_bytes, &a_bytes),
+        ("a", "A", &a_file, &a_bytes, &b_bytes),
     ];
-    for (what, bytes) in substitutes {
-        std::fs::write(&b_file, bytes).unwrap();
-        let server = site.run("b");
-        assert_eq!(
-            answer(&server, None),
-            expected("B"),
-            "with {what} under B's name"
-        );
-        assert_eq!(
-            refusals(&server, &b_file, "substituted or damaged"),
-            1,
-            "with {what}:\n{}",
-            server.log()
-        );
-        assert!(
-            std::fs::read(&b_file).unwrap() == b_bytes,
-            "with {what}: B's file was not written again"
-        );
+    for (name, upper, file, own, other) in cases {
+        let substitutes: [(&str, &[u8]); 3] = [
+            ("the other project's image", other),
+            ("its own cut short", &own[..own.len() / 2]),
+            ("garbage", b"garbage, not an image"),
+        ];
+        for (what, bytes) in substitutes {
+            std::fs::write(file, bytes).unwrap();
+            let server = site.run(name);
+            assert_eq!(
+                answer(&server, None),
+                expected(upper),
+                "with {what} under {upper}'s name"
+            );
+            assert_eq!(
+                refusals(&server, file, "substituted or damaged"),
+                1,
+                "with {what} under {upper}'s name:\n{}",
+                server.log()
+            );
+            assert!(
+                std::fs::read(file).unwrap() == *own,
+                "with {what}: {upper}'s file was not written again"
+            );
+        }
     }
 
     // A is untouched by all this, and B's good file is mapped without a word.
@@ -247,7 +267,7 @@ fn tenants_refuse_another_tenants_image_on_every_load() {
     let a_bytes = std::fs::read(&a_file).unwrap();
     let b_bytes = std::fs::read(&b_file).unwrap();
 
-    // A's file copied over B's while no server runs: both tenants serve their own.
+    // A's image copied over B's layer while no server runs: both tenants serve their own.
     std::fs::copy(&a_file, &b_file).unwrap();
     let server = site.run_tenants();
     assert_eq!(answer(&server, Some("b.test")), expected("B"));

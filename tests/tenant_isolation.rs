@@ -192,6 +192,13 @@ fn tenants_take_turns_on_two_slots(scan: &str) {
         "only {switched} switches:\n{text}"
     );
     assert!(created <= 4.0, "{created} slots made:\n{text}");
+    // The tenants' images are layers of one base (built one after another into one cache
+    // folder, from the same module), so the switches only copied the pages where they differ.
+    let within_base = metric(&text, "filerouter_memory_slot_switches_within_base_total");
+    assert!(
+        within_base > rounds() as f64 / 2.0,
+        "only {within_base} of {switched} switches between layers of one base:\n{text}"
+    );
     let copied = metric(
         &text,
         "filerouter_memory_slot_resets_total{reset=\"copied\"}",

@@ -231,7 +231,7 @@ async fn kept_packages_image(stamp: u64) -> Option<Arc<Image>> {
             Err("the kept snapshot is gone".into())
         })
         .ok()?;
-        Some(Arc::new(image))
+        Some(image)
     })
     .await
     .ok()

@@ -107,7 +107,7 @@ pub fn images_max_bytes() -> u64 {
 pub const IMAGES_MAX_MB: u64 = 2048;
 
 /// Remove the files directly in `dir` whose names start with `prefix` and end in `.cwasm` (or
-/// `.img`, memory images), other than `keep`, that were not used for `max_age`; then, while
+/// `.img` and `.layer`, memory images), other than `keep`, that were not used for `max_age`; then, while
 /// those left (`keep` included) take more than `max_bytes`, the least recently used of them.
 /// Best effort: a file that cannot be read or removed is left. Returns how many were removed.
 pub fn prune_unused(
@@ -127,7 +127,9 @@ pub fn prune_unused(
         let path = entry.path();
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        let ours = name.ends_with(".cwasm") || name.ends_with(".img");
+        let ours = [".cwasm", ".img", ".layer"]
+            .iter()
+            .any(|suffix| name.ends_with(suffix));
         if !name.starts_with(prefix) || !ours {
             continue;
         }

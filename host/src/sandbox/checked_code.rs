@@ -181,6 +181,12 @@ impl OpenedCode {
         }
     }
 
+    /// The file, checked for kind, size, owner and mode but not for its bytes: for a file
+    /// whose bytes carry their own check (a memory image layer's MAC, `layer`).
+    pub fn into_unverified_file(self) -> File {
+        self.file
+    }
+
     /// The file, if its name is the one `key` gives its bytes under `stem` (see
     /// [`CodeKey::file_name`]): written by this user's filerouter and unchanged since.
     pub fn expect_named(self, key: &CodeKey, stem: &str) -> Result<VerifiedCode, Refusal> {

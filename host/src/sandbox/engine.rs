@@ -119,7 +119,7 @@ impl SandboxEngine {
     ) -> Result<Guest, EngineError> {
         let component = self.code()?;
         let image = Image::load(&image::images_dir(), expected, image)?;
-        Ok(self.guest(component, Arc::new(image)))
+        Ok(self.guest(component, image))
     }
 
     fn guest(&self, component: Component, image: Arc<Image>) -> Guest {
@@ -287,9 +287,7 @@ fn builtin_image() -> Result<Arc<Image>, EngineError> {
     }
     let split = image::split(&guest::wasm().map_err(EngineError::Compile)?)?;
     let hash = blake3::hash(&split.image);
-    let image = Arc::new(Image::load(&image::images_dir(), &hash, move || {
-        Ok(split.image)
-    })?);
+    let image = Image::load(&image::images_dir(), &hash, move || Ok(split.image))?;
     *kept = Some(image.clone());
     Ok(image)
 }

@@ -12,18 +12,27 @@
 //!
 //! An [`Image`] is such a memory as a file in the cache folder (`images/<blake3>.img`), checked
 //! against its hash before it is mapped (`checked_code`), so that idle projects' images are page
-//! cache the kernel may drop, not memory the process holds.
+//! cache the kernel may drop, not memory the process holds. An image that differs from one
+//! already there in few pages is kept as a layer over it instead (`images/<blake3>.layer`, see
+//! [`super::layer`]): its base's pages are mapped, its own over them.
 //!
 //! This module makes and maps images; it does not choose where an instance's memory lives (see
 //! `slots`) or how it is reset (see `reset`).
 
-use std::{fs::File, os::fd::AsRawFd, path::Path};
+use std::{
+    fs::File,
+    ops::Range,
+    os::fd::AsRawFd,
+    path::Path,
+    sync::{Arc, Mutex, Weak},
+};
 
 use wasmparser::{DataKind, Operator, Parser, Payload};
 
 use super::{
     artifacts,
-    checked_code::{self, Refusal},
+    checked_code::{self, CodeKey, Refusal},
+    layer,
 };
 
 /// A WebAssembly page.
@@ -394,18 +403,27 @@ pub fn images_dir() -> std::path::PathBuf {
 }
 
 /// Write `bytes` as an image file in [`images_dir`] unless it is there already, so that the
-/// first `run` on this machine maps it without writing it (`filerouter build` does this).
-/// Best effort: a failure is logged, and `run` writes the file from the build cache instead.
+/// first `run` on this machine maps it without writing it (`filerouter build` does this): as a
+/// layer over an image of the same size when one differs from it in few enough pages, else
+/// whole. Best effort: a failure is logged, and `run` writes the file from the build cache
+/// instead.
 pub fn keep(bytes: &[u8]) {
-    let path = images_dir().join(format!("{}.img", blake3::hash(bytes).to_hex()));
-    if path.exists() {
-        artifacts::mark_used(&path);
+    let dir = images_dir();
+    let hash = blake3::hash(bytes);
+    for path in [image_path(&dir, &hash), layer_path(&dir, &hash)] {
+        if path.exists() {
+            artifacts::mark_used(&path);
+            return;
+        }
+    }
+    if Image::store_layer(&dir, &hash, bytes).is_some() {
         return;
     }
+    let path = image_path(&dir, &hash);
     match artifacts::store_atomically_unsynced(&path, bytes) {
         Ok(()) => {
             artifacts::prune_unused(
-                &images_dir(),
+                &dir,
                 "",
                 &path,
                 artifacts::UNUSED_AGE,
@@ -416,16 +434,60 @@ pub fn keep(bytes: &[u8]) {
     }
 }
 
-/// A memory image mapped from its file, read-only: the source every slot of its project is
-/// mapped from (copy-on-write) and restored from.
+/// Where the whole image whose bytes hash to `hash` is kept in `dir`.
+fn image_path(dir: &Path, hash: &blake3::Hash) -> std::path::PathBuf {
+    dir.join(format!("{}.img", hash.to_hex()))
+}
+
+/// Where the layer of the image whose bytes hash to `hash` is kept in `dir`.
+fn layer_path(dir: &Path, hash: &blake3::Hash) -> std::path::PathBuf {
+    dir.join(format!("{}.layer", hash.to_hex()))
+}
+
+/// The key layers are signed with (see [`super::layer`]).
+fn layer_key() -> [u8; blake3::KEY_LEN] {
+    CodeKey::get().derive("memory image layer")
+}
+
+/// The whole images this process mapped from a folder, with the folder: the bases new layers
+/// there are made over, and that layers read from there are found in (most recently mapped
+/// last).
+static BASES: Mutex<Vec<(std::path::PathBuf, Weak<Image>)>> = Mutex::new(Vec::new());
+
+/// The whole images this process mapped from `dir` and still holds, most recently mapped last.
+fn bases_in(dir: &Path) -> Vec<Arc<Image>> {
+    let Ok(bases) = BASES.lock() else {
+        return Vec::new();
+    };
+    bases
+        .iter()
+        .filter(|(folder, _)| folder == dir)
+        .filter_map(|(_, base)| base.upgrade())
+        .collect()
+}
+
+/// How many bases a new image is compared with (each comparison reads both images).
+const BASES_COMPARED: usize = 3;
+
+/// A memory image mapped from its file (or its base's and its layer's), read-only: the source
+/// every slot of its project is mapped from (copy-on-write) and restored from.
 pub struct Image {
     hash: blake3::Hash,
     len: usize,
+    /// The image's file, or its layer's.
     file: File,
-    /// A read-only shared mapping of the whole file.
+    /// The base and runs of a layer (`file` is the layer); `None` for a whole image.
+    layered: Option<Layered>,
+    /// A read-only mapping of the whole image.
     source: usize,
     /// How many memory slots map this image now (see [`Image::held`]).
     holders: std::sync::atomic::AtomicUsize,
+}
+
+/// What an image kept as a layer is made of: its base's pages, and its own over them.
+struct Layered {
+    base: Arc<Image>,
+    runs: Vec<layer::Run>,
 }
 
 // SAFETY: the mapping is read-only and lives as long as the value; the file is only mapped.
@@ -434,15 +496,16 @@ unsafe impl Send for Image {}
 unsafe impl Sync for Image {}
 
 impl Image {
-    /// The image whose bytes hash to `expected`, from `dir/<expected>.img` if that file passes
-    /// `checked_code`'s checks and hashes so, else written there from `bytes()` first (which
-    /// must hash to `expected`). A refused file is logged, removed and written again.
+    /// The image whose bytes hash to `expected`: from `dir/<expected>.img` if that file passes
+    /// `checked_code`'s checks and hashes so, or from `dir/<expected>.layer` if that layer's MAC
+    /// is right and its base is there; else kept there from `bytes()` first (which must hash to
+    /// `expected`), as a layer when it pays. A refused file is logged, removed and written again.
     pub fn load(
         dir: &Path,
         expected: &blake3::Hash,
         bytes: impl FnOnce() -> Result<Vec<u8>, String>,
-    ) -> Result<Self, ImageError> {
-        let path = dir.join(format!("{}.img", expected.to_hex()));
+    ) -> Result<Arc<Self>, ImageError> {
+        let path = image_path(dir, expected);
         let failed = |reason: String| ImageError::File {
             path: path.display().to_string(),
             reason,
@@ -450,10 +513,23 @@ impl Image {
         match checked_code::open(&path).and_then(|opened| opened.expect(expected)) {
             Ok(verified) => {
                 artifacts::mark_used(&path);
-                return Self::map(*expected, verified.into_file()).map_err(failed);
+                let image = Self::map(*expected, verified.into_file(), None).map_err(failed)?;
+                return Ok(Self::register_base(dir, image));
             }
             Err(Refusal::Missing) => {}
             Err(refusal) => checked_code::discard(&path, &refusal),
+        }
+        let layered = layer_path(dir, expected);
+        match Self::open_layer(dir, &layered, expected) {
+            Ok(Some(image)) => return Ok(image),
+            Ok(None) => {}
+            Err(reason) => {
+                tracing::warn!(
+                    "refusing memory image layer {}: it {reason}; removing it, it is written again from its source",
+                    layered.display()
+                );
+                let _ = std::fs::remove_file(&layered);
+            }
         }
         let bytes = bytes().map_err(&failed)?;
         if blake3::hash(&bytes) != *expected {
@@ -461,13 +537,18 @@ impl Image {
                 "the build cache's image does not hash to what its manifest records: run `filerouter build` again".into(),
             ));
         }
+        if let Some(image) = Self::store_layer(dir, expected, &bytes) {
+            return Ok(image);
+        }
         // Not synced: a file lost or torn in a crash is refused by its hash and written again.
         if let Err(e) = artifacts::store_atomically_unsynced(&path, &bytes) {
             tracing::warn!(
                 "could not write the memory image {}: {e}; keeping it in memory instead",
                 path.display()
             );
-            return Self::in_memory(*expected, &bytes).map_err(failed);
+            return Self::in_memory(*expected, &bytes)
+                .map(Arc::new)
+                .map_err(failed);
         }
         artifacts::prune_unused(
             dir,
@@ -477,9 +558,152 @@ impl Image {
             Some(artifacts::images_max_bytes()),
         );
         match checked_code::open(&path).and_then(|opened| opened.expect(expected)) {
-            Ok(verified) => Self::map(*expected, verified.into_file()).map_err(failed),
+            Ok(verified) => Self::map(*expected, verified.into_file(), None)
+                .map(|image| Self::register_base(dir, image))
+                .map_err(failed),
             Err(refusal) => Err(failed(refusal.to_string())),
         }
+    }
+
+    /// A whole image mapped from `dir`, kept as a base for layers there.
+    fn register_base(dir: &Path, image: Self) -> Arc<Self> {
+        let image = Arc::new(image);
+        if let Ok(mut bases) = BASES.lock() {
+            bases.retain(|(_, base)| base.strong_count() > 0);
+            bases.push((dir.to_path_buf(), Arc::downgrade(&image)));
+        }
+        image
+    }
+
+    /// The whole image `hash` from `dir`: one this process mapped already, else its file if
+    /// that passes its checks. No bytes to write it from: a layer whose base is gone is made
+    /// again from its build.
+    fn base(dir: &Path, hash: &blake3::Hash) -> Result<Arc<Self>, String> {
+        let mapped = bases_in(dir).into_iter().find(|base| base.hash == *hash);
+        let path = image_path(dir, hash);
+        if let Some(base) = mapped {
+            artifacts::mark_used(&path);
+            return Ok(base);
+        }
+        let verified = checked_code::open(&path)
+            .and_then(|opened| opened.expect(hash))
+            .map_err(|refusal| format!("has no base: {} {refusal}", path.display()))?;
+        artifacts::mark_used(&path);
+        let image = Self::map(*hash, verified.into_file(), None)
+            .map_err(|e| format!("has no base: {}: {e}", path.display()))?;
+        Ok(Self::register_base(dir, image))
+    }
+
+    /// The image `expected` from its layer file `path`: `None` if there is none, an error (the
+    /// end of a sentence that starts with the file) if it is refused.
+    fn open_layer(
+        dir: &Path,
+        path: &Path,
+        expected: &blake3::Hash,
+    ) -> Result<Option<Arc<Self>>, String> {
+        use std::os::unix::fs::FileExt;
+        let file = match checked_code::open(path) {
+            Ok(opened) => opened.into_unverified_file(),
+            Err(Refusal::Missing) => return Ok(None),
+            Err(refusal) => return Err(refusal.to_string()),
+        };
+        let len = file.metadata().map_err(|e| e.to_string())?.len();
+        let mut bytes = vec![0; usize::try_from(len).map_err(|_| "is too large")?];
+        file.read_exact_at(&mut bytes, 0)
+            .map_err(|e| format!("cannot be read: {e}"))?;
+        let layer = layer::decode(&layer_key(), expected, &bytes)?;
+        let base = Self::base(dir, &layer.base)?;
+        if base.len != layer.len {
+            return Err(format!(
+                "is {} bytes over a base of {}",
+                layer.len, base.len
+            ));
+        }
+        artifacts::mark_used(path);
+        let image = Self::map(
+            *expected,
+            file,
+            Some(Layered {
+                base,
+                runs: layer.runs,
+            }),
+        )?;
+        Ok(Some(Arc::new(image)))
+    }
+
+    /// Keep `bytes` (the image `hash`) as a layer over the base it differs least from, if one
+    /// differs in few enough pages ([`layer::difference`]), and map it. The bases: whole images
+    /// this process mapped, else the most recently used whole image of the same size in `dir`.
+    fn store_layer(dir: &Path, hash: &blake3::Hash, bytes: &[u8]) -> Option<Arc<Self>> {
+        let started = std::time::Instant::now();
+        let mut bases: Vec<Arc<Self>> = bases_in(dir)
+            .into_iter()
+            .rev()
+            .filter(|base| base.len == bytes.len() && base.hash != *hash)
+            .take(BASES_COMPARED)
+            .collect();
+        if bases.is_empty() {
+            bases.extend(Self::newest_whole_image(dir, bytes.len(), hash));
+        }
+        let (base, runs) = bases
+            .iter()
+            .filter_map(|base| Some((base, layer::difference(base.bytes(), bytes)?)))
+            .min_by_key(|(_, runs)| runs.iter().map(|run| run.len()).sum::<usize>())?;
+        let encoded = layer::encode(&layer_key(), hash, &base.hash, bytes, &runs);
+        let path = layer_path(dir, hash);
+        if let Err(e) = artifacts::store_atomically_unsynced(&path, &encoded) {
+            tracing::warn!(
+                "could not write the memory image layer {}: {e}",
+                path.display()
+            );
+            return None;
+        }
+        artifacts::prune_unused(
+            dir,
+            "",
+            &path,
+            artifacts::UNUSED_AGE,
+            Some(artifacts::images_max_bytes()),
+        );
+        match Self::open_layer(dir, &path, hash) {
+            Ok(Some(image)) => {
+                tracing::debug!(
+                    "memory image {}: kept as {} pages in {} runs over {} ({:?})",
+                    &hash.to_hex()[..12],
+                    runs.iter()
+                        .map(|run| run.len() / layer::PAGE)
+                        .sum::<usize>(),
+                    runs.len(),
+                    &base.hash.to_hex()[..12],
+                    started.elapsed()
+                );
+                Some(image)
+            }
+            Ok(None) => None,
+            Err(reason) => {
+                tracing::warn!(
+                    "the memory image layer {} just written {reason}",
+                    path.display()
+                );
+                None
+            }
+        }
+    }
+
+    /// The most recently used whole image of `len` bytes in `dir` other than `hash`, if it
+    /// passes its checks: a base for a process that has mapped none yet (`filerouter build`).
+    fn newest_whole_image(dir: &Path, len: usize, hash: &blake3::Hash) -> Option<Arc<Self>> {
+        let newest = std::fs::read_dir(dir)
+            .ok()?
+            .filter_map(Result::ok)
+            .filter_map(|entry| {
+                let name = entry.file_name().into_string().ok()?;
+                let found = blake3::Hash::from_hex(name.strip_suffix(".img")?).ok()?;
+                let meta = entry.metadata().ok()?;
+                (found != *hash && meta.len() == len as u64).then(|| (meta.modified().ok(), found))
+            })
+            .max_by_key(|(modified, _)| *modified)?;
+        Self::base(dir, &newest.1).ok()
     }
 
     /// An image of `bytes` (whole wasm pages) held in memory, not in the cache folder: `dev`'s
@@ -503,41 +727,159 @@ impl Image {
         // SAFETY: `fd` was just created and is owned by nothing else.
         let mut file = unsafe { File::from_raw_fd(fd) };
         file.write_all(bytes).map_err(|e| format!("memfd: {e}"))?;
-        Self::map(hash, file)
+        Self::map(hash, file, None)
     }
 
-    fn map(hash: blake3::Hash, file: File) -> Result<Self, String> {
-        let len = file
-            .metadata()
-            .map_err(|e| e.to_string())?
-            .len()
-            .try_into()
-            .map_err(|_| "too large".to_string())?;
+    /// Map `file` (the whole image, or the layer `layered` is read from) as the image `hash`.
+    fn map(hash: blake3::Hash, file: File, layered: Option<Layered>) -> Result<Self, String> {
+        let len = match &layered {
+            Some(layered) => layered.base.len,
+            None => file
+                .metadata()
+                .map_err(|e| e.to_string())?
+                .len()
+                .try_into()
+                .map_err(|_| "too large".to_string())?,
+        };
         if len == 0 || len % WASM_PAGE != 0 || len > MAX_IMAGE_BYTES {
             return Err(format!("{len} bytes is not a whole number of wasm pages"));
         }
-        // SAFETY: a fresh read-only shared mapping of a regular file of `len` bytes that only
-        // this process's user may change (checked in `checked_code::open`).
+        // SAFETY: a fresh inaccessible reservation of `len` bytes, for the mappings below.
         let source = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
                 0,
             )
         };
         if source == libc::MAP_FAILED {
             return Err(format!("map: {}", std::io::Error::last_os_error()));
         }
-        Ok(Self {
+        let image = Self {
             hash,
             len,
             file,
+            layered,
             source: source as usize,
             holders: std::sync::atomic::AtomicUsize::new(0),
-        })
+        };
+        // SAFETY: the reservation just made, `len` bytes; read-only shared mappings of regular
+        // files that only this process's user may change (checked in `checked_code::open`).
+        unsafe { image.map_at(image.source, 0..len, libc::PROT_READ, libc::MAP_SHARED) }?;
+        Ok(image)
+    }
+
+    /// Map the image's bytes `range` (page-aligned, within the image) at `at + range.start`,
+    /// over whatever was there: the base's pages (or the whole image's), then the layer's runs
+    /// within `range` over them.
+    ///
+    /// # Safety
+    ///
+    /// `at + range` must be memory the caller owns and nothing else uses meanwhile.
+    unsafe fn map_at(
+        &self,
+        at: usize,
+        range: Range<usize>,
+        prot: libc::c_int,
+        flags: libc::c_int,
+    ) -> Result<(), String> {
+        let map = |start: usize, len: usize, fd: std::os::fd::RawFd, offset: usize| {
+            // SAFETY: the caller's memory (this function's contract), a file of this image.
+            let mapped = unsafe {
+                libc::mmap(
+                    (at + start) as *mut libc::c_void,
+                    len,
+                    prot,
+                    flags | libc::MAP_FIXED,
+                    fd,
+                    offset as libc::off_t,
+                )
+            };
+            if mapped == libc::MAP_FAILED {
+                return Err(format!(
+                    "map a memory image: {}",
+                    std::io::Error::last_os_error()
+                ));
+            }
+            Ok(())
+        };
+        if range.is_empty() {
+            return Ok(());
+        }
+        let Some(layered) = &self.layered else {
+            return map(range.start, range.len(), self.file.as_raw_fd(), range.start);
+        };
+        map(
+            range.start,
+            range.len(),
+            layered.base.file.as_raw_fd(),
+            range.start,
+        )?;
+        for run in &layered.runs {
+            let start = run.image.start.max(range.start);
+            let end = run.image.end.min(range.end);
+            if start < end {
+                let offset = run.file_offset + (start - run.image.start);
+                map(start, end - start, self.file.as_raw_fd(), offset)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Map the image's bytes `range` (page-aligned, within the image) privately and writable at
+    /// `at + range.start`, over whatever was there: a memory slot's copy-on-write pages.
+    ///
+    /// # Safety
+    ///
+    /// As [`Image::map_at`]: memory the caller owns, used by nothing meanwhile.
+    pub unsafe fn map_private(&self, at: usize, range: Range<usize>) -> Result<(), String> {
+        // SAFETY: the caller's promise.
+        unsafe {
+            self.map_at(
+                at,
+                range,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE,
+            )
+        }
+    }
+
+    /// Whether this image and `other` are layers of one base, or one is the other's base: a
+    /// slot changes between them by mapping the pages [`Image::differing`] names.
+    pub fn shares_base(&self, other: &Image) -> bool {
+        self.len == other.len && self.base_hash() == other.base_hash() && self.hash != other.hash
+    }
+
+    /// The hash of the image this one is a layer of, or its own for a whole image.
+    fn base_hash(&self) -> &blake3::Hash {
+        self.layered
+            .as_ref()
+            .map_or(&self.hash, |layered| &layered.base.hash)
+    }
+
+    /// Where this image's bytes may differ from `other`'s, when both are layers over one base
+    /// (or one is the other's base): the runs of either. `None` when they share no base.
+    pub fn differing(&self, other: &Image) -> Option<Vec<Range<usize>>> {
+        if self.len != other.len || self.base_hash() != other.base_hash() {
+            return None;
+        }
+        let mut runs: Vec<Range<usize>> = [self, other]
+            .iter()
+            .filter_map(|image| image.layered.as_ref())
+            .flat_map(|layered| layered.runs.iter().map(|run| run.image.clone()))
+            .collect();
+        runs.sort_by_key(|run| run.start);
+        let mut merged: Vec<Range<usize>> = Vec::with_capacity(runs.len());
+        for run in runs {
+            match merged.last_mut() {
+                Some(last) if run.start <= last.end => last.end = last.end.max(run.end),
+                _ => merged.push(run),
+            }
+        }
+        Some(merged)
     }
 
     /// A memory slot maps this image now (`true`), or no longer (`false`). When the last slot
@@ -576,15 +918,44 @@ impl Image {
         self.len
     }
 
-    /// The file, for mapping it copy-on-write into a slot.
-    pub fn fd(&self) -> std::os::fd::RawFd {
-        self.file.as_raw_fd()
-    }
-
-    /// The image's bytes from `offset`, `len` of them (within the image).
-    pub fn source(&self, offset: usize, len: usize) -> *const u8 {
-        debug_assert!(offset + len <= self.len);
-        (self.source + offset) as *const u8
+    /// Copy the image's bytes `range` (within the image) to `at + range.start`. A layer's
+    /// bytes outside its runs are read from its base's mapping, which no slot holds (slots map
+    /// layers), so it stays populated while layers come and go ([`Image::held`]).
+    ///
+    /// # Safety
+    ///
+    /// `at + range` must be writable memory that nothing else uses meanwhile.
+    pub unsafe fn copy_into(&self, at: usize, range: Range<usize>) {
+        debug_assert!(range.end <= self.len);
+        let copy = |from: usize, piece: Range<usize>| {
+            // SAFETY: `piece` is within `range` and within the image that `from` maps; the
+            // destination is the caller's.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    (from + piece.start) as *const u8,
+                    (at + piece.start) as *mut u8,
+                    piece.len(),
+                )
+            }
+        };
+        let Some(layered) = &self.layered else {
+            return copy(self.source, range);
+        };
+        let mut next = range.start;
+        for run in &layered.runs {
+            if run.image.end <= next {
+                continue;
+            }
+            if run.image.start >= range.end {
+                break;
+            }
+            let start = run.image.start.max(next);
+            copy(layered.base.source, next..start);
+            let end = run.image.end.min(range.end);
+            copy(self.source, start..end);
+            next = end;
+        }
+        copy(layered.base.source, next..range.end);
     }
 
     /// The image's bytes, read-only (tests compare memories with them).
@@ -605,9 +976,17 @@ impl std::fmt::Debug for Image {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "Image({}, {} bytes)",
+            "Image({}, {} bytes{})",
             &self.hash.to_hex()[..12],
-            self.len
+            self.len,
+            match &self.layered {
+                Some(layered) => format!(
+                    ", {} runs over {}",
+                    layered.runs.len(),
+                    &layered.base.hash.to_hex()[..12]
+                ),
+                None => String::new(),
+            }
         )
     }
 }
@@ -730,5 +1109,80 @@ mod tests {
             .unwrap();
         assert!(error.to_string().contains("does not hash"), "{error}");
         assert!(!path.exists());
+    }
+
+    /// `pages` wasm pages of numbers from `seed`, with the host pages `changed` set to `mark`.
+    fn variant(pages: usize, seed: u64, changed: &[usize], mark: u8) -> Vec<u8> {
+        let mut state = seed;
+        let mut bytes: Vec<u8> = (0..pages * WASM_PAGE)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        for page in changed {
+            bytes[page * layer::PAGE..(page + 1) * layer::PAGE].fill(mark);
+        }
+        bytes
+    }
+
+    /// An image that differs from one already kept in few pages is kept as a layer over it: it
+    /// reads as its own bytes, a later load maps it from the layer alone, and a damaged layer
+    /// or a missing base makes it be written again from its source, whole or over another base.
+    #[test]
+    fn an_image_close_to_another_is_kept_as_a_layer_over_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let base_bytes = variant(4, 5, &[], 0);
+        let bytes = variant(4, 5, &[3, 4, 5, 40, 63], 0xEE);
+        let (base_hash, hash) = (blake3::hash(&base_bytes), blake3::hash(&bytes));
+        let base = Image::load(dir.path(), &base_hash, || Ok(base_bytes.clone())).unwrap();
+        let image = Image::load(dir.path(), &hash, || Ok(bytes.clone())).unwrap();
+        assert!(
+            image.bytes() == &bytes[..],
+            "a layer does not read as its image"
+        );
+        let layer_file = layer_path(dir.path(), &hash);
+        assert!(layer_file.exists() && !image_path(dir.path(), &hash).exists());
+        assert_eq!(
+            std::fs::metadata(&layer_file).unwrap().len() as usize,
+            layer::PAGE + 5 * layer::PAGE,
+            "a page of header and the five pages of its own"
+        );
+        assert_eq!(
+            image.differing(&base),
+            Some(vec![
+                3 * layer::PAGE..6 * layer::PAGE,
+                40 * layer::PAGE..41 * layer::PAGE,
+                63 * layer::PAGE..64 * layer::PAGE
+            ])
+        );
+        // Mapped again by a process that holds neither: from the files alone.
+        drop((image, base));
+        let image = Image::load(dir.path(), &hash, || Err("not from its source".into())).unwrap();
+        assert!(image.bytes() == &bytes[..]);
+        drop(image);
+        // A layer changed on disk is refused (its MAC) and made again from the source.
+        let mut damaged = std::fs::read(&layer_file).unwrap();
+        let last = damaged.len() - 1;
+        damaged[last] ^= 1;
+        artifacts::store_atomically(&layer_file, &damaged).unwrap();
+        let image = Image::load(dir.path(), &hash, || Ok(bytes.clone())).unwrap();
+        assert!(image.bytes() == &bytes[..]);
+        assert_ne!(std::fs::read(&layer_file).unwrap(), damaged);
+        drop(image);
+        // Its base gone: the layer is removed and the image written again, whole (nothing else
+        // of its size is there to be a base).
+        std::fs::remove_file(image_path(dir.path(), &base_hash)).unwrap();
+        let image = Image::load(dir.path(), &hash, || Ok(bytes.clone())).unwrap();
+        assert!(image.bytes() == &bytes[..]);
+        assert!(!layer_file.exists() && image_path(dir.path(), &hash).exists());
+        // An image unlike any other is kept whole.
+        let other = variant(4, 6, &[], 0);
+        let other_hash = blake3::hash(&other);
+        let image = Image::load(dir.path(), &other_hash, || Ok(other.clone())).unwrap();
+        assert!(image.bytes() == &other[..]);
+        assert!(image_path(dir.path(), &other_hash).exists());
     }
 }

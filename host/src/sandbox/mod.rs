@@ -32,6 +32,7 @@ mod config_py;
 pub mod engine;
 mod guest;
 pub mod image;
+mod layer;
 mod limits;
 mod lingering;
 pub mod live_snapshot;

@@ -167,6 +167,11 @@ impl Collector for Scrape {
             ],
         )?;
         out.counters(
+            "filerouter_memory_slot_switches_within_base",
+            "Of the switched slots, those that went between layers of one base image: only the pages where the two images differ were copied.",
+            [(vec![], slots.switched_within_base)],
+        )?;
+        out.counters(
             "filerouter_memory_slot_resets",
             "Memory slots reset after a call: written pages copied back from the image, or the image mapped afresh.",
             [
