@@ -449,8 +449,8 @@ fn layer_key() -> [u8; blake3::KEY_LEN] {
     CodeKey::get().derive("memory image layer")
 }
 
-/// The whole images this process mapped from a folder, with the folder: the bases new layers
-/// there are made over, and that layers read from there are found in (most recently mapped
+/// The whole images this process mapped from a folder, with the folder: where the bases of
+/// layers read from there are found before their files are checked again (most recently mapped
 /// last).
 static BASES: Mutex<Vec<(std::path::PathBuf, Weak<Image>)>> = Mutex::new(Vec::new());
 
@@ -466,7 +466,11 @@ fn bases_in(dir: &Path) -> Vec<Arc<Image>> {
         .collect()
 }
 
-/// How many bases a new image is compared with (each comparison reads both images).
+/// How many pages of an image [`Image::candidate_bases`] compares with each whole image.
+const SAMPLED_PAGES: usize = 64;
+
+/// How many whole images a new image is compared with for a base (each comparison checks the
+/// base's hash, unless this process mapped it already, and reads both images).
 const BASES_COMPARED: usize = 3;
 
 /// A memory image mapped from its file (or its base's and its layer's), read-only: the source
@@ -631,24 +635,19 @@ impl Image {
         Ok(Some(Arc::new(image)))
     }
 
-    /// Keep `bytes` (the image `hash`) as a layer over the base it differs least from, if one
-    /// differs in few enough pages ([`layer::difference`]), and map it. The bases: whole images
-    /// this process mapped, else the most recently used whole image of the same size in `dir`.
+    /// Keep `bytes` (the image `hash`) as a layer over the first of [`Image::candidate_bases`]
+    /// (at most [`BASES_COMPARED`] tried) it differs from in few enough pages
+    /// ([`layer::difference`]), and map it.
     fn store_layer(dir: &Path, hash: &blake3::Hash, bytes: &[u8]) -> Option<Arc<Self>> {
         let started = std::time::Instant::now();
-        let mut bases: Vec<Arc<Self>> = bases_in(dir)
-            .into_iter()
-            .rev()
-            .filter(|base| base.len == bytes.len() && base.hash != *hash)
-            .take(BASES_COMPARED)
-            .collect();
-        if bases.is_empty() {
-            bases.extend(Self::newest_whole_image(dir, bytes.len(), hash));
-        }
-        let (base, runs) = bases
+        let (base, runs) = Self::candidate_bases(dir, hash, bytes)
             .iter()
-            .filter_map(|base| Some((base, layer::difference(base.bytes(), bytes)?)))
-            .min_by_key(|(_, runs)| runs.iter().map(|run| run.len()).sum::<usize>())?;
+            .take(BASES_COMPARED)
+            .filter_map(|candidate| Self::base(dir, candidate).ok())
+            .find_map(|base| {
+                let runs = layer::difference(base.bytes(), bytes)?;
+                Some((base, runs))
+            })?;
         let encoded = layer::encode(&layer_key(), hash, &base.hash, bytes, &runs);
         let path = layer_path(dir, hash);
         if let Err(e) = artifacts::store_atomically_unsynced(&path, &encoded) {
@@ -690,20 +689,70 @@ impl Image {
         }
     }
 
-    /// The most recently used whole image of `len` bytes in `dir` other than `hash`, if it
-    /// passes its checks: a base for a process that has mapped none yet (`filerouter build`).
-    fn newest_whole_image(dir: &Path, len: usize, hash: &blake3::Hash) -> Option<Arc<Self>> {
-        let newest = std::fs::read_dir(dir)
-            .ok()?
-            .filter_map(Result::ok)
-            .filter_map(|entry| {
-                let name = entry.file_name().into_string().ok()?;
-                let found = blake3::Hash::from_hex(name.strip_suffix(".img")?).ok()?;
-                let meta = entry.metadata().ok()?;
-                (found != *hash && meta.len() == len as u64).then(|| (meta.modified().ok(), found))
-            })
-            .max_by_key(|(modified, _)| *modified)?;
-        Self::base(dir, &newest.1).ok()
+    /// The whole images in `dir` that `bytes` (the image `hash`) may be a layer of, the likeliest
+    /// first: of the same size, with at least half of [`SAMPLED_PAGES`] pages spread over the
+    /// image equal to its own (read without checking the file: the base chosen is checked before
+    /// it is used); then the base of more layers, then the most recently used, first. So an
+    /// image becomes a layer of the image closest to it, and tenants of one app built one after
+    /// another, or by other processes meanwhile, share their base.
+    fn candidate_bases(dir: &Path, hash: &blake3::Hash, bytes: &[u8]) -> Vec<blake3::Hash> {
+        use std::{collections::HashMap, io::Read, os::unix::fs::FileExt};
+        let pages = bytes.len() / layer::PAGE;
+        let sampled: Vec<usize> = (0..SAMPLED_PAGES.min(pages))
+            .map(|n| n * pages / SAMPLED_PAGES.min(pages))
+            .collect();
+        let mut layers_over: HashMap<blake3::Hash, usize> = HashMap::new();
+        let mut whole = Vec::new();
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if name.ends_with(".layer") {
+                let mut header = [0u8; 96];
+                let read =
+                    File::open(entry.path()).and_then(|mut file| file.read_exact(&mut header));
+                if read.is_ok() && &header[32..64] == layer::MAGIC {
+                    let mut base = [0u8; 32];
+                    base.copy_from_slice(&header[64..96]);
+                    *layers_over
+                        .entry(blake3::Hash::from_bytes(base))
+                        .or_default() += 1;
+                }
+                continue;
+            }
+            let Some(found) = name
+                .strip_suffix(".img")
+                .and_then(|stem| blake3::Hash::from_hex(stem).ok())
+            else {
+                continue;
+            };
+            let Ok(meta) = entry.metadata() else { continue };
+            if found == *hash || meta.len() != bytes.len() as u64 {
+                continue;
+            }
+            let Ok(file) = File::open(entry.path()) else {
+                continue;
+            };
+            let mut page = vec![0u8; layer::PAGE];
+            let equal = sampled
+                .iter()
+                .filter(|&&n| {
+                    let at = n * layer::PAGE;
+                    file.read_exact_at(&mut page, at as u64).is_ok()
+                        && page[..] == bytes[at..at + layer::PAGE]
+                })
+                .count();
+            if equal * 2 >= sampled.len() {
+                whole.push((found, equal, meta.modified().ok()));
+            }
+        }
+        whole.sort_by_key(|(found, equal, modified)| {
+            std::cmp::Reverse((
+                *equal,
+                layers_over.get(found).copied().unwrap_or(0),
+                *modified,
+            ))
+        });
+        whole.into_iter().map(|(found, _, _)| found).collect()
     }
 
     /// An image of `bytes` (whole wasm pages) held in memory, not in the cache folder: `dev`'s
