@@ -18,7 +18,9 @@
 # reports to the reset's own query (PAGEMAP_SCAN on the server's pagemap: written, present,
 # not a file page, not the zero page; for a previous binary before issue 28, wasmtime's query,
 # which lacks "present"); without PAGEMAP_SCAN (the -copy row) the image is mapped afresh after
-# every request, nothing is copied and the touched pages fault in again.
+# every request, nothing is copied and the touched pages fault in again. "image pages mapped"
+# is, on the same server, how many pages of the slot's image mapping are mapped at all (read or
+# written; bench/written_pages.py mapped): what the reset's scan looks at after every request.
 # Then one connection at a time (wrk -t1 -c1 --latency for DURATION on the same server): the
 # latency a lone client sees, p50 and p99, which hand-offs between threads add to, beside CPU.
 # Knobs: DURATION (10s), CONNS (32), RUNS (3: the median is printed), ENDPOINTS, RUN_FLAGS
@@ -91,9 +93,10 @@ stop() { kill "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null || true; SERVER=
 
 measure() { # label command...
   local label="$1"; shift
-  local path restored
+  local path restored mapped
   for path in $ENDPOINTS; do
     restored="-"
+    mapped="-"
     if [[ "$label" == filerouter* ]]; then
       start "$@"
       wrk -t1 -c1 -d3s "http://127.0.0.1:$PORT$path" >/dev/null
@@ -104,6 +107,7 @@ measure() { # label command...
         *-previous) restored="$(restored_pages "$SERVER" "$([ "${PREV_RESET:-scan}" == copy ] && echo copy || echo scan)")" ;;
         *) restored="$(restored_pages "$SERVER" ours)" ;;
       esac
+      mapped="$(restored_pages "$SERVER" mapped)"
       stop
     fi
     start "$@"
@@ -116,7 +120,7 @@ measure() { # label command...
       n="$(awk '/requests in/{print $1}' "$OUT/wrk.txt")"
       rps="$(awk '/Requests\/sec/{print $2}' "$OUT/wrk.txt")"
       errors="$(awk '/Non-2xx/{n+=$NF} /Socket errors/{gsub(/,/,""); n+=$4+$6+$8+$10} END{print n+0}' "$OUT/wrk.txt")"
-      echo "$label $path $n $rps $((t1 - t0)) $((mi1 - mi0)) $((ma1 - ma0)) $restored $errors" >> "$OUT/cpu.txt"
+      echo "$label $path $n $rps $((t1 - t0)) $((mi1 - mi0)) $((ma1 - ma0)) $restored $mapped $errors" >> "$OUT/cpu.txt"
     done
     wrk -t1 -c1 -d"$DURATION" --latency "http://127.0.0.1:$PORT$path" > "$OUT/one.txt"
     local p50 p99
@@ -161,20 +165,22 @@ import statistics, sys
 ticks = int(sys.argv[2])
 rows = {}
 for line in open(sys.argv[1]):
-    label, path, n, rps, cpu, minflt, majflt, restored, errors, p50, p99 = line.split()
+    label, path, n, rps, cpu, minflt, majflt, restored, mapped, errors, p50, p99 = line.split()
     rows.setdefault((label, path), []).append(
-        (float(rps), int(cpu) / ticks * 1000 / int(n), int(minflt) / int(n), int(majflt) / int(n), restored, int(errors), p50, p99))
+        (float(rps), int(cpu) / ticks * 1000 / int(n), int(minflt) / int(n), int(majflt) / int(n), restored, int(errors), p50, p99, mapped))
 def ms(text):
     # wrk's units: us, ms, s
     for unit, scale in (("us", 0.001), ("ms", 1.0), ("s", 1000.0)):
         if text.endswith(unit):
             return f"{float(text[: -len(unit)]) * scale:.2f}"
     return text
-print("| server | endpoint | req/s | CPU ms / request | minor faults / request | major faults / request | pages restored / request | errors | one connection p50 / p99 ms |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| server | endpoint | req/s | CPU ms / request | minor faults / request | major faults / request | pages restored / request | image pages mapped | errors | one connection p50 / p99 ms |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for (label, path), runs in rows.items():
     med = lambda i: statistics.median(r[i] for r in runs)
     restored = runs[0][4]
     restored = f"{int(restored):,}" if restored.isdigit() else restored
-    print(f"| {label} | GET {path} | {med(0):,.0f} | {med(1):.3f} | {med(2):.2f} | {med(3):.3f} | {restored} | {sum(r[5] for r in runs)} | {ms(runs[0][6])} / {ms(runs[0][7])} |")
+    mapped = runs[0][8]
+    mapped = f"{int(mapped):,}" if mapped.isdigit() else mapped
+    print(f"| {label} | GET {path} | {med(0):,.0f} | {med(1):.3f} | {med(2):.2f} | {med(3):.3f} | {restored} | {mapped} | {sum(r[5] for r in runs)} | {ms(runs[0][6])} / {ms(runs[0][7])} |")
 PY

@@ -8,6 +8,8 @@ The largest over all slots is printed. Used by bench/cpu.sh and bench/pydantic.s
 "ours" (the default; filerouter's own slots since issue 28) counts pages present or swapped, as
 sandbox/reset.rs asks; "scan" counts any page so reported (wasmtime's pooling allocator before);
 "copy" is what a reset without PAGEMAP_SCAN copies (the first 32 MiB of the slot).
+"mapped" counts instead the pages of the slot's image mapping that are mapped at all (present:
+read or written), which the reset's scan looks at after every request.
 """
 import ctypes, fcntl, re, struct, sys
 pid = sys.argv[1]
@@ -51,6 +53,12 @@ for i, (a, b, perms, name) in enumerate(vmas):
     j = i + 1
     while j < len(vmas) and vmas[j][0] == hi and vmas[j][2] == "rw-p" and not vmas[j][3]:
         hi = vmas[j][1]; j += 1
+    if mode == "mapped":
+        # bit 63 of a pagemap entry: present
+        pagemap.seek(a // 4096 * 8)
+        entries = struct.unpack(f"<{(b - a) // 4096}Q", pagemap.read((b - a) // 4096 * 8))
+        best = max(best, sum(1 for e in entries if e >> 63))
+        continue
     if mode == "copy":
         # without PAGEMAP_SCAN the reset copies the first 32 MiB of the slot, written or not
         best = max(best, min(hi - lo, 32 << 20) // 4096)
