@@ -25,8 +25,9 @@
 # latency a lone client sees, p50 and p99, which hand-offs between threads add to, beside CPU.
 # Knobs: DURATION (10s), CONNS (32), RUNS (3: the median is printed), ENDPOINTS, RUN_FLAGS
 # (more flags for this checkout's `run`, e.g. --no-access-log), PREV_RESET
-# (scan, the default: the previous binary resets slots by PAGEMAP_SCAN, as every build since
-# wasmtime 50 did; copy: by a copy, as builds before it), TRACES=1 (a row
+# (scan, the default: the previous binary resets slots by PAGEMAP_SCAN as wasmtime asked, as
+# builds from wasmtime 50 to issue 28 did; ours: as filerouter's own slots ask since issue 28;
+# copy: by a copy, as builds before wasmtime 50), TRACES=1 (a row
 # filerouter-run-traced: this checkout's `run` exporting its spans over OTLP/HTTP to a local
 # sink, bench/otlp_sink.py, whose own CPU is not counted), PEERS=0 (leave out the -copy row and
 # FastAPI).
@@ -104,7 +105,7 @@ measure() { # label command...
         # without PAGEMAP_SCAN filerouter maps the image afresh: nothing is copied, every page
         # a request touches faults in again (the faults column)
         *-copy) restored="remapped" ;;
-        *-previous) restored="$(restored_pages "$SERVER" "$([ "${PREV_RESET:-scan}" == copy ] && echo copy || echo scan)")" ;;
+        *-previous) restored="$(restored_pages "$SERVER" "$(case "${PREV_RESET:-scan}" in copy | ours) echo "$PREV_RESET" ;; *) echo scan ;; esac)")" ;;
         *) restored="$(restored_pages "$SERVER" ours)" ;;
       esac
       mapped="$(restored_pages "$SERVER" mapped)"
