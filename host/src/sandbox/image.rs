@@ -438,16 +438,22 @@ pub fn keep(bytes: &[u8]) {
     let path = image_path(&dir, &hash);
     match artifacts::store_atomically_unsynced(&path, bytes) {
         Ok(()) => {
-            artifacts::prune_unused(
-                &dir,
-                "",
-                &path,
-                artifacts::UNUSED_AGE,
-                Some(artifacts::images_max_bytes()),
-            );
+            prune_images(&dir, &path);
         }
         Err(e) => tracing::warn!("could not keep the memory image in {}: {e}", path.display()),
     }
+}
+
+/// Remove the images and layers in `dir` unused for long or beyond the size limit, least
+/// recently used first, never `kept` (the file just written).
+fn prune_images(dir: &Path, kept: &Path) {
+    artifacts::prune_unused(
+        dir,
+        "",
+        kept,
+        artifacts::UNUSED_AGE,
+        Some(artifacts::images_max_bytes()),
+    );
 }
 
 /// Where the whole image whose bytes hash to `hash` is kept in `dir`.
@@ -572,13 +578,7 @@ impl Image {
                 .map(Arc::new)
                 .map_err(failed);
         }
-        artifacts::prune_unused(
-            dir,
-            "",
-            &path,
-            artifacts::UNUSED_AGE,
-            Some(artifacts::images_max_bytes()),
-        );
+        prune_images(dir, &path);
         match checked_code::open(&path).and_then(|opened| opened.expect(expected)) {
             Ok(verified) => {
                 let image = Self::map(*expected, verified.into_file(), None).map_err(failed)?;
@@ -680,13 +680,7 @@ impl Image {
             );
             return None;
         }
-        artifacts::prune_unused(
-            dir,
-            "",
-            &path,
-            artifacts::UNUSED_AGE,
-            Some(artifacts::images_max_bytes()),
-        );
+        prune_images(dir, &path);
         match Self::open_layer(dir, &path, hash) {
             Ok(Some(image)) => {
                 tracing::debug!(

@@ -232,8 +232,12 @@ impl SlotsInner {
             let warm = free
                 .iter()
                 .rposition(|slot| Arc::ptr_eq(&slot.image, image));
-            let kin = || free.iter().rposition(|slot| slot.image.shares_base(image));
-            match (warm, kin()) {
+            // Looked for only when no slot holds the image itself.
+            let kin = warm
+                .is_none()
+                .then(|| free.iter().rposition(|slot| slot.image.shares_base(image)))
+                .flatten();
+            match (warm, kin) {
                 (Some(at), _) => (Some(free.remove(at)), None),
                 (None, Some(at)) => (None, Some(free.remove(at))),
                 (None, None) if full && !free.is_empty() => (None, Some(free.remove(0))),
