@@ -140,15 +140,17 @@ pub struct Contents {
     pub plugins: Vec<u8>,
 }
 
-/// A cache read back: the manifest and the metadata; the memory image is kept compressed until
-/// asked for (once, when its file in the cache folder is missing or refused).
+/// A cache read back: the manifest and the metadata; the memory image is kept compressed, where
+/// it lies in the container's bytes, until asked for (once, when its file in the cache folder is
+/// missing or refused).
 pub struct Opened {
-    /// The build's identity: BLAKE3 of its `bundle.bin`, hexadecimal (what a trace records and
-    /// `filerouter replay` checks, `crate::replay`).
+    /// The build's identity: the BLAKE3 checksum that ends its `bundle.bin` (over every byte
+    /// before it), hexadecimal (what a trace records and `filerouter replay` checks,
+    /// `crate::replay`).
     pub bundle_blake3: String,
     pub manifest: Manifest,
     pub metadata: Metadata,
-    image_zst: Vec<u8>,
+    sections: seal::Sections,
     /// The `plugins` section, decompressed (empty when the build has no plugins).
     pub plugins: Vec<u8>,
 }
@@ -156,7 +158,11 @@ pub struct Opened {
 impl Opened {
     /// The memory image, decompressed.
     pub fn image(&self) -> Result<Vec<u8>, CacheError> {
-        unpack("image", &self.image_zst)
+        let packed = self
+            .sections
+            .get("image")
+            .ok_or(CacheError::MissingSection("image"))?;
+        unpack("image", packed)
     }
 
     /// The BLAKE3 hash of the memory image (decompressed), as the verified manifest records
@@ -253,22 +259,19 @@ pub fn open(dir: &Path, key: Option<&CacheKey>) -> Result<Opened, CacheError> {
         Err(FileError::NotFound(_)) => return Err(CacheError::Missing(dir.to_path_buf())),
         Err(e) => return Err(CacheError::File(e)),
     };
-    decode(&bytes, key)
+    decode(bytes, key)
 }
 
-/// Verify, decrypt and unpack the bytes of a `bundle.bin`.
-pub fn decode(bytes: &[u8], key: Option<&CacheKey>) -> Result<Opened, CacheError> {
-    let bundle_blake3 = blake3::hash(bytes).to_hex().to_string();
-    let mut sections = seal::open(bytes, key)?;
-    let mut take = |name: &'static str| {
-        sections
-            .iter()
-            .position(|(n, _)| n == name)
-            .map(|i| sections.swap_remove(i).1)
-            .ok_or(CacheError::MissingSection(name))
-    };
+/// Verify, decrypt and unpack the bytes of a `bundle.bin` (the image stays compressed, in
+/// those bytes).
+pub fn decode(bytes: Vec<u8>, key: Option<&CacheKey>) -> Result<Opened, CacheError> {
+    let sections = seal::open(bytes, key)?;
+    let bundle_blake3 = blake3::Hash::from_bytes(*sections.checksum())
+        .to_hex()
+        .to_string();
+    let section = |name: &'static str| sections.get(name).ok_or(CacheError::MissingSection(name));
     let manifest: Manifest =
-        serde_json::from_slice(&take("manifest")?).map_err(|e| CacheError::Section {
+        serde_json::from_slice(section("manifest")?).map_err(|e| CacheError::Section {
             section: "manifest",
             reason: e.to_string(),
         })?;
@@ -285,22 +288,22 @@ pub fn decode(bytes: &[u8], key: Option<&CacheKey>) -> Result<Opened, CacheError
             expected: format!("{expected} (guest {})", &crate::sandbox::GUEST_SHA256[..12]),
         });
     }
-    let metadata = unpack("metadata", &take("metadata")?)?;
+    let metadata = unpack("metadata", section("metadata")?)?;
     let metadata: Metadata =
         serde_json::from_slice(&metadata).map_err(|e| CacheError::Section {
             section: "metadata",
             reason: e.to_string(),
         })?;
-    let image_zst = take("image")?;
-    let plugins = match take("plugins") {
-        Ok(bytes) => unpack("plugins", &bytes)?,
+    section("image")?;
+    let plugins = match section("plugins") {
+        Ok(bytes) => unpack("plugins", bytes)?,
         Err(_) => Vec::new(),
     };
     Ok(Opened {
         bundle_blake3,
         manifest,
         metadata,
-        image_zst,
+        sections,
         plugins,
     })
 }

@@ -12,9 +12,11 @@
 //!
 //! This module knows nothing of what the sections hold; see the parent module.
 
+use std::ops::Range;
+
 use aes_gcm::{
-    Aes256Gcm, Key, Nonce,
-    aead::{Aead, AeadCore, KeyInit, OsRng, Payload},
+    Aes256Gcm, Key, Nonce, Tag,
+    aead::{Aead, AeadCore, AeadInPlace, KeyInit, OsRng, Payload},
 };
 
 /// The version of this layout and of the sections' meaning. A cache of another format is
@@ -28,6 +30,8 @@ pub const HEADER_LEN: usize = MAGIC.len() + 4 + 1;
 const ENCRYPTED: u8 = 1;
 const NONCE_LEN: usize = 12;
 const CHECKSUM_LEN: usize = 32;
+/// AES-GCM's authentication tag, at the end of the ciphertext.
+const TAG_LEN: usize = 16;
 /// The environment variable that holds the encryption key.
 pub const KEY_VAR: &str = "FILEROUTER_CACHE_KEY";
 
@@ -120,8 +124,39 @@ pub fn seal(sections: &[(&str, &[u8])], key: Option<&CacheKey>) -> Result<Vec<u8
     Ok(out)
 }
 
-/// Verify and open a container; `key` is needed if it is encrypted.
-pub fn open(bytes: &[u8], key: Option<&CacheKey>) -> Result<Vec<(String, Vec<u8>)>, SealError> {
+/// A container opened: its sections, read in place from the container's own bytes (decrypted
+/// in place when it is encrypted: no section is copied), and the checksum that ends it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Sections {
+    bytes: Vec<u8>,
+    found: Vec<(String, Range<usize>)>,
+    checksum: [u8; CHECKSUM_LEN],
+}
+
+impl Sections {
+    /// The bytes of the first section called `name`.
+    pub fn get(&self, name: &str) -> Option<&[u8]> {
+        self.found
+            .iter()
+            .find(|(found, _)| found == name)
+            .map(|(_, range)| &self.bytes[range.clone()])
+    }
+
+    /// The sections' names, in order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.found.iter().map(|(name, _)| name.as_str())
+    }
+
+    /// The verified BLAKE3 checksum that ends the container (over every byte before it): the
+    /// container's identity, without hashing it a second time.
+    pub fn checksum(&self) -> &[u8; CHECKSUM_LEN] {
+        &self.checksum
+    }
+}
+
+/// Verify and open a container; `key` is needed if it is encrypted. Takes the container's
+/// bytes: the sections are read from them where they lie.
+pub fn open(mut bytes: Vec<u8>, key: Option<&CacheKey>) -> Result<Sections, SealError> {
     if bytes.len() < MAGIC.len() || !bytes.starts_with(MAGIC) {
         return Err(SealError::NotACache);
     }
@@ -133,35 +168,47 @@ pub fn open(bytes: &[u8], key: Option<&CacheKey>) -> Result<Vec<(String, Vec<u8>
     if format != FORMAT {
         return Err(SealError::Format { found: format });
     }
-    let (content, checksum) = bytes.split_at(bytes.len() - CHECKSUM_LEN);
-    if blake3::hash(content).as_bytes() != checksum {
+    let content_len = bytes.len() - CHECKSUM_LEN;
+    let mut checksum = [0u8; CHECKSUM_LEN];
+    checksum.copy_from_slice(&bytes[content_len..]);
+    if blake3::hash(&bytes[..content_len]).as_bytes() != &checksum {
         return Err(SealError::Checksum);
     }
-    let flags = content[header_len - 1];
+    let flags = bytes[header_len - 1];
     let body = if flags & ENCRYPTED != 0 {
         let key = key.ok_or(SealError::KeyMissing)?;
-        if content.len() < header_len + NONCE_LEN {
+        let sealed_at = header_len + NONCE_LEN;
+        if content_len < sealed_at + TAG_LEN {
             return Err(SealError::Truncated);
         }
-        let (header, sealed) = content.split_at(header_len + NONCE_LEN);
-        let nonce = Nonce::from_slice(&header[header_len..]);
+        let tag_at = content_len - TAG_LEN;
+        let (header, rest) = bytes.split_at_mut(sealed_at);
+        let (message, tag) = rest[..content_len - sealed_at].split_at_mut(tag_at - sealed_at);
         let cipher = Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(&key.0));
         cipher
-            .decrypt(
-                nonce,
-                Payload {
-                    msg: sealed,
-                    aad: header,
-                },
+            .decrypt_in_place_detached(
+                Nonce::from_slice(&header[header_len..]),
+                header,
+                message,
+                Tag::from_slice(tag),
             )
-            .map_err(|_| SealError::Decrypt)?
+            .map_err(|_| SealError::Decrypt)?;
+        sealed_at..tag_at
     } else if key.is_some() {
         // With a key set, only an encrypted cache is trusted: a plain one could be anyone's.
         return Err(SealError::NotEncrypted);
     } else {
-        content[header_len..].to_vec()
+        header_len..content_len
     };
-    parse_sections(&body)
+    let found = parse_sections(&bytes[body.clone()])?
+        .into_iter()
+        .map(|(name, range)| (name, range.start + body.start..range.end + body.start))
+        .collect();
+    Ok(Sections {
+        bytes,
+        found,
+        checksum,
+    })
 }
 
 /// Whether a container whose first bytes are `header` is encrypted; `None` if it is not one.
@@ -172,26 +219,28 @@ pub fn is_encrypted(header: &[u8]) -> Option<bool> {
     Some(header[HEADER_LEN - 1] & ENCRYPTED != 0)
 }
 
-fn parse_sections(mut body: &[u8]) -> Result<Vec<(String, Vec<u8>)>, SealError> {
+/// The sections of `body`: each name with where its bytes lie in `body`.
+fn parse_sections(body: &[u8]) -> Result<Vec<(String, Range<usize>)>, SealError> {
     let mut sections = Vec::new();
-    while !body.is_empty() {
-        let name_len = body[0] as usize;
-        body = &body[1..];
-        if body.len() < name_len + 8 {
+    let mut at = 0;
+    while at < body.len() {
+        let name_len = body[at] as usize;
+        at += 1;
+        if body.len() - at < name_len + 8 {
             return Err(SealError::Truncated);
         }
-        let name = String::from_utf8_lossy(&body[..name_len]).into_owned();
-        body = &body[name_len..];
+        let name = String::from_utf8_lossy(&body[at..at + name_len]).into_owned();
+        at += name_len;
         let mut len_bytes = [0u8; 8];
-        len_bytes.copy_from_slice(&body[..8]);
-        body = &body[8..];
+        len_bytes.copy_from_slice(&body[at..at + 8]);
+        at += 8;
         let len =
             usize::try_from(u64::from_le_bytes(len_bytes)).map_err(|_| SealError::Truncated)?;
-        if body.len() < len {
+        if body.len() - at < len {
             return Err(SealError::Truncated);
         }
-        sections.push((name, body[..len].to_vec()));
-        body = &body[len..];
+        sections.push((name, at..at + len));
+        at += len;
     }
     Ok(sections)
 }
@@ -204,6 +253,15 @@ mod tests {
         CacheKey([byte; 32])
     }
 
+    /// Every section of `bytes` opened, with its bytes.
+    fn open(bytes: &[u8], key: Option<&CacheKey>) -> Result<Vec<(String, Vec<u8>)>, SealError> {
+        let opened = super::open(bytes.to_vec(), key)?;
+        Ok(opened
+            .names()
+            .map(|name| (name.to_string(), opened.get(name).unwrap().to_vec()))
+            .collect())
+    }
+
     #[test]
     fn round_trips_plain_and_encrypted() {
         let sections: [(&str, &[u8]); 2] = [("a", b"hello"), ("b", b"")];
@@ -214,6 +272,19 @@ mod tests {
                 opened,
                 vec![("a".into(), b"hello".to_vec()), ("b".into(), vec![])]
             );
+        }
+    }
+
+    #[test]
+    fn the_checksum_is_the_last_32_bytes_over_all_before_them() {
+        for k in [None, Some(key(3))] {
+            let bytes = seal(&[("a", b"hello"), ("b", b"world")], k.as_ref()).unwrap();
+            let opened = super::open(bytes.clone(), k.as_ref()).unwrap();
+            let (content, checksum) = bytes.split_at(bytes.len() - 32);
+            assert_eq!(opened.checksum(), checksum);
+            assert_eq!(opened.checksum(), blake3::hash(content).as_bytes());
+            assert_eq!(opened.get("b"), Some(&b"world"[..]));
+            assert_eq!(opened.get("c"), None);
         }
     }
 

@@ -21,7 +21,8 @@ pub struct Tape {
     /// 32 hexadecimal digits, also the file's name in the store.
     pub id: String,
     pub filerouter_version: String,
-    /// The build's identity: BLAKE3 of its `bundle.bin`. Replay refuses another.
+    /// The build's identity: the BLAKE3 checksum that ends its `bundle.bin`. Replay refuses
+    /// another.
     pub bundle: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
