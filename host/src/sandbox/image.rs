@@ -522,9 +522,9 @@ unsafe impl Send for Image {}
 unsafe impl Sync for Image {}
 
 impl Image {
-    /// The image whose bytes hash to `expected`: from `dir/<expected>.img` if that file passes
-    /// `checked_code`'s checks and hashes so, or from `dir/<expected>.layer` if that layer's MAC
-    /// is right and its base is there; else kept there from `bytes()` first (which must hash to
+    /// The image whose bytes hash to `expected`: from `dir/<expected>.layer` if that layer's
+    /// MAC is right and its base is there, or from `dir/<expected>.img` if that file passes
+    /// `checked_code`'s checks and hashes so; else kept there from `bytes()` first (which must hash to
     /// `expected`), as a layer when it pays. A refused file is logged, removed and written again.
     pub fn load(
         dir: &Path,
@@ -536,17 +536,8 @@ impl Image {
             path: path.display().to_string(),
             reason,
         };
-        let cached = CachedPages::of(&path);
-        match checked_code::open(&path).and_then(|opened| opened.expect(expected)) {
-            Ok(verified) => {
-                artifacts::mark_used(&path);
-                let image = Self::map(*expected, verified.into_file(), None).map_err(failed)?;
-                image.drop_unused_cache(cached.as_ref());
-                return Ok(Self::register_base(dir, image));
-            }
-            Err(Refusal::Missing) => {}
-            Err(refusal) => checked_code::discard(&path, &refusal),
-        }
+        // The layer first: checking it reads its own pages, not the whole image, and it shares
+        // its base's pages (a whole image of the same hash is one an older filerouter wrote).
         let layered = layer_path(dir, expected);
         match Self::open_layer(dir, &layered, expected) {
             Ok(Some(image)) => return Ok(image),
@@ -558,6 +549,17 @@ impl Image {
                 );
                 let _ = std::fs::remove_file(&layered);
             }
+        }
+        let cached = CachedPages::of(&path);
+        match checked_code::open(&path).and_then(|opened| opened.expect(expected)) {
+            Ok(verified) => {
+                artifacts::mark_used(&path);
+                let image = Self::map(*expected, verified.into_file(), None).map_err(failed)?;
+                image.drop_unused_cache(cached.as_ref());
+                return Ok(Self::register_base(dir, image));
+            }
+            Err(Refusal::Missing) => {}
+            Err(refusal) => checked_code::discard(&path, &refusal),
         }
         let bytes = bytes().map_err(&failed)?;
         if blake3::hash(&bytes) != *expected {
@@ -749,6 +751,18 @@ impl Image {
             let Ok(file) = File::open(entry.path()) else {
                 continue;
             };
+            // Only the sampled pages: without this, readahead would bring large folios of the
+            // candidate into the page cache, which its next hash check then keeps as cached
+            // before, and slots mapping it would map them whole.
+            // SAFETY: a hint on a descriptor we own; it reads or writes no memory of ours.
+            unsafe {
+                libc::posix_fadvise(
+                    std::os::fd::AsRawFd::as_raw_fd(&file),
+                    0,
+                    0,
+                    libc::POSIX_FADV_RANDOM,
+                );
+            }
             let mut page = vec![0u8; layer::PAGE];
             let equal = sampled
                 .iter()
@@ -1348,6 +1362,19 @@ mod tests {
         let image = Image::load(dir.path(), &hash, || Err("not from its source".into())).unwrap();
         assert!(image.bytes() == &bytes[..]);
         drop(image);
+        // A whole image of the same hash beside it (as a filerouter without layers wrote it):
+        // the layer is what is mapped, over its base.
+        artifacts::store_atomically(&image_path(dir.path(), &hash), &bytes).unwrap();
+        let image = Image::load(dir.path(), &hash, || Err("not from its source".into())).unwrap();
+        let base =
+            Image::load(dir.path(), &base_hash, || Err("not from its source".into())).unwrap();
+        assert!(image.bytes() == &bytes[..]);
+        assert!(
+            image.differing(&base).is_some(),
+            "the whole image was mapped, not the layer over its base"
+        );
+        drop((image, base));
+        std::fs::remove_file(image_path(dir.path(), &hash)).unwrap();
         // A layer changed on disk is refused (its MAC) and made again from the source.
         let mut damaged = std::fs::read(&layer_file).unwrap();
         let last = damaged.len() - 1;
