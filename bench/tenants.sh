@@ -26,8 +26,10 @@
 #      requests were answered (200 / 503) meanwhile. B is measured paced (bench/paced.py: RATE
 #      req/s for PACED_S seconds, open loop) and closed loop (wrk -c4).
 # 4. With CONFIGURED above TENANTS, serves again with CONFIGURED tenants in tenants.toml (the
-#    ones past TENANTS reuse the projects, each with a data folder of its own) and reports RSS
-#    and PSS with none loaded and with TENANTS of them loaded.
+#    ones past TENANTS reuse the projects, each with a data folder of its own, and at most
+#    TENANTS are loaded at once) and reports RSS and PSS with none loaded and with TENANTS of
+#    them loaded, cold tenants' first answers and CPU per request rotating over the TENANTS
+#    loaded, then first answers of COLD tenants past them (each unloads another).
 # Knobs: TENANTS, CONFIGURED, COLD, DURATION, FLOOD, CONCURRENCY (tenants' concurrency cap),
 # QUEUE, RATE, PACED_S, NOISY, PREV_BIN; BUILD_ONLY=1 stops after step 1 (build the projects
 # outside the benchmark lock, then measure).
@@ -120,6 +122,21 @@ rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$SERVER/status"; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$SERVER/stat"; }
 load_all() { for i in $(seq -f '%03g' "$1" $(($2 - 1))); do curl -fsS -o /dev/null -H "Host: t$i.bench" "http://127.0.0.1:$PORT/"; done; }
 
+# The first answers of tenants `from` to `to` - 1, each not loaded yet, one after the other:
+# their times in `times`.
+cold_answers() {
+  times=()
+  for i in $(seq -f '%03g' "$1" $(($2 - 1))); do
+    local t
+    t=$(curl -s -o /dev/null -w '%{http_code} %{time_total}' -H "Host: t$i.bench" "http://127.0.0.1:$PORT/")
+    [ "${t%% *}" = 200 ] || { echo "t$i answered ${t%% *}" >&2; cat "$OUT/server.log" >&2; exit 1; }
+    times+=("${t#* }")
+  done
+}
+cold_summary() {
+  printf '%s\n' "${times[@]}" | sort -n | awk -v label="$1" '{a[NR]=$1} END {printf "%s: median %.0f ms, max %.0f ms (%d tenants)\n", label, a[int((NR+1)/2)]*1000, a[NR]*1000, NR}'
+}
+
 # wrk over `script` (or one host): req/s and CPU per request.
 cpu_run() {
   local label="$1" connections="$2"; shift 2
@@ -152,14 +169,8 @@ measure() {
   echo "with no tenant loaded: $(memory)"
   local pss0 rss0
   pss0=$(pss_kib); rss0=$(rss_kib)
-  local times=()
-  for i in $(seq -f '%03g' 0 $((COLD - 1))); do
-    local t
-    t=$(curl -s -o /dev/null -w '%{http_code} %{time_total}' -H "Host: t$i.bench" "http://127.0.0.1:$PORT/")
-    [ "${t%% *}" = 200 ] || { echo "t$i answered ${t%% *}" >&2; cat "$OUT/server.log" >&2; exit 1; }
-    times+=("${t#* }")
-  done
-  printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {printf "cold tenant, first answer: median %.0f ms, max %.0f ms (%d tenants)\n", a[int((NR+1)/2)]*1000, a[NR]*1000, NR}'
+  cold_answers 0 "$COLD"
+  cold_summary "cold tenant, first answer"
   local half=$((N / 2)) pss_half rss_half
   load_all "$COLD" "$half"
   pss_half=$(pss_kib); rss_half=$(rss_kib)
@@ -216,8 +227,16 @@ LUA
     write_config "$CONFIGURED" "$WORK/tenants-$CONFIGURED.toml"
     start_server "$WORK/tenants-$CONFIGURED.toml"
     echo "$CONFIGURED configured, none loaded: $(memory)"
-    load_all 0 "$N"
+    cold_answers 0 "$COLD"
+    cold_summary "$CONFIGURED configured, cold tenant, first answer"
+    load_all "$COLD" "$N"
     echo "$CONFIGURED configured, $N loaded: $(memory)"
+    cpu_run "$CONFIGURED configured, rotating over the $N loaded" 32 -s "$OUT/rotate.lua"
+    # Past max_loaded (= TENANTS): each first answer loads a tenant and unloads the least
+    # recently used one.
+    cold_answers "$N" "$((N + COLD))"
+    cold_summary "$CONFIGURED configured, $N loaded, cold tenant unloading another, first answer"
+    echo "$CONFIGURED configured, after those: $(memory)"
     stop_server
   fi
 }
