@@ -200,10 +200,7 @@ pub fn open(mut bytes: Vec<u8>, key: Option<&CacheKey>) -> Result<Sections, Seal
     } else {
         header_len..content_len
     };
-    let found = parse_sections(&bytes[body.clone()])?
-        .into_iter()
-        .map(|(name, range)| (name, range.start + body.start..range.end + body.start))
-        .collect();
+    let found = parse_sections(&bytes[..body.end], body.start)?;
     Ok(Sections {
         bytes,
         found,
@@ -219,10 +216,9 @@ pub fn is_encrypted(header: &[u8]) -> Option<bool> {
     Some(header[HEADER_LEN - 1] & ENCRYPTED != 0)
 }
 
-/// The sections of `body`: each name with where its bytes lie in `body`.
-fn parse_sections(body: &[u8]) -> Result<Vec<(String, Range<usize>)>, SealError> {
+/// The sections in `body` from `at` to its end: each name with where its bytes lie in `body`.
+fn parse_sections(body: &[u8], mut at: usize) -> Result<Vec<(String, Range<usize>)>, SealError> {
     let mut sections = Vec::new();
-    let mut at = 0;
     while at < body.len() {
         let name_len = body[at] as usize;
         at += 1;

@@ -550,16 +550,14 @@ impl Image {
                 let _ = std::fs::remove_file(&layered);
             }
         }
-        let cached = CachedPages::of(&path);
-        match checked_code::open(&path).and_then(|opened| opened.expect(expected)) {
-            Ok(verified) => {
+        match Self::open_whole(dir, &path, expected, CachedPages::of(&path).as_ref()) {
+            Ok(image) => {
                 artifacts::mark_used(&path);
-                let image = Self::map(*expected, verified.into_file(), None).map_err(failed)?;
-                image.drop_unused_cache(cached.as_ref());
-                return Ok(Self::register_base(dir, image));
+                return Ok(image);
             }
-            Err(Refusal::Missing) => {}
-            Err(refusal) => checked_code::discard(&path, &refusal),
+            Err(WholeRefused::Check(Refusal::Missing)) => {}
+            Err(WholeRefused::Check(refusal)) => checked_code::discard(&path, &refusal),
+            Err(WholeRefused::Map(reason)) => return Err(failed(reason)),
         }
         let bytes = bytes().map_err(&failed)?;
         if blake3::hash(&bytes) != *expected {
@@ -581,15 +579,29 @@ impl Image {
                 .map_err(failed);
         }
         prune_images(dir, &path);
-        match checked_code::open(&path).and_then(|opened| opened.expect(expected)) {
-            Ok(verified) => {
-                let image = Self::map(*expected, verified.into_file(), None).map_err(failed)?;
-                // Just written: every page is in the page cache, none of them one a request read.
-                image.drop_unused_cache(None);
-                Ok(Self::register_base(dir, image))
-            }
-            Err(refusal) => Err(failed(refusal.to_string())),
-        }
+        // Just written: every page is in the page cache, none of them one a request read.
+        Self::open_whole(dir, &path, expected, None).map_err(|refused| match refused {
+            WholeRefused::Check(refusal) => failed(refusal.to_string()),
+            WholeRefused::Map(reason) => failed(reason),
+        })
+    }
+
+    /// The whole image `hash` from its file `path` in `dir`, if that passes `checked_code`'s
+    /// checks and hashes so: mapped, its page cache trimmed to the pages `cached` names (what
+    /// was cached before the check read the file; `None`: none of it,
+    /// [`Image::drop_unused_cache`]), and kept as a base for layers in `dir`.
+    fn open_whole(
+        dir: &Path,
+        path: &Path,
+        hash: &blake3::Hash,
+        cached: Option<&CachedPages>,
+    ) -> Result<Arc<Self>, WholeRefused> {
+        let verified = checked_code::open(path)
+            .and_then(|opened| opened.expect(hash))
+            .map_err(WholeRefused::Check)?;
+        let image = Self::map(*hash, verified.into_file(), None).map_err(WholeRefused::Map)?;
+        image.drop_unused_cache(cached);
+        Ok(Self::register_base(dir, image))
     }
 
     /// A whole image mapped from `dir`, kept as a base for layers there.
@@ -612,15 +624,16 @@ impl Image {
             artifacts::mark_used(&path);
             return Ok(base);
         }
-        let cached = CachedPages::of(&path);
-        let verified = checked_code::open(&path)
-            .and_then(|opened| opened.expect(hash))
-            .map_err(|refusal| format!("has no base: {} {refusal}", path.display()))?;
+        let image = Self::open_whole(dir, &path, hash, CachedPages::of(&path).as_ref()).map_err(
+            |refused| match refused {
+                WholeRefused::Check(refusal) => {
+                    format!("has no base: {} {refusal}", path.display())
+                }
+                WholeRefused::Map(e) => format!("has no base: {}: {e}", path.display()),
+            },
+        )?;
         artifacts::mark_used(&path);
-        let image = Self::map(*hash, verified.into_file(), None)
-            .map_err(|e| format!("has no base: {}: {e}", path.display()))?;
-        image.drop_unused_cache(cached.as_ref());
-        Ok(Self::register_base(dir, image))
+        Ok(image)
     }
 
     /// The image `expected` from its layer file `path`: `None` if there is none, an error (the
@@ -1096,6 +1109,14 @@ impl Image {
         // SAFETY: `source` maps `len` readable bytes for as long as `self` lives.
         unsafe { std::slice::from_raw_parts(self.source as *const u8, self.len) }
     }
+}
+
+/// Why [`Image::open_whole`] did not map a whole image's file.
+enum WholeRefused {
+    /// The file is missing, or failed `checked_code`'s checks or its hash.
+    Check(Refusal),
+    /// It passed them, but could not be mapped.
+    Map(String),
 }
 
 /// Which pages of a file were in the page cache, one byte per page (`mincore`): taken before
