@@ -36,6 +36,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
+. bench/tenant_loads.sh
 N="${TENANTS:-100}"
 CONFIGURED="${CONFIGURED:-$N}"
 COLD="${COLD:-10}"
@@ -54,7 +55,6 @@ cargo build --release --quiet
 export FILEROUTER_CACHE_DIR="${FILEROUTER_CACHE_DIR:-$ROOT/target/filerouter-cache}"
 BINARIES=("$ROOT/target/release/filerouter")
 [ -n "${PREV_BIN:-}" ] && BINARIES+=("$PREV_BIN")
-HZ=$(getconf CLK_TCK)
 
 # The folder of one binary's projects.
 work_of() { echo "$ROOT/target/bench-tenants/$(sha256sum "$1" | cut -c1-12)"; }
@@ -119,7 +119,6 @@ memory() {
 }
 pss_kib() { awk '/^Pss:/ {print $2}' "/proc/$SERVER/smaps_rollup"; }
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$SERVER/status"; }
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$SERVER/stat"; }
 load_all() { for i in $(seq -f '%03g' "$1" $(($2 - 1))); do curl -fsS -o /dev/null -H "Host: t$i.bench" "http://127.0.0.1:$PORT/"; done; }
 
 # The first answers of tenants `from` to `to` - 1, each not loaded yet, one after the other:
@@ -139,14 +138,11 @@ cold_summary() {
 
 # wrk over `script` (or one host): req/s and CPU per request.
 cpu_run() {
-  local label="$1" connections="$2"; shift 2
-  local before after
-  before=$(cpu_ticks)
-  wrk -t1 -c"$connections" -d"$DURATION" "$@" "http://127.0.0.1:$PORT/" > "$OUT/cpu.txt"
-  after=$(cpu_ticks)
-  awk -v label="$label" -v c="$connections" -v t=$((after - before)) -v hz="$HZ" \
-    '/requests in/ {q=$1} /Requests\/sec/ {r=$2} /Non-2xx/ {bad=$NF}
-     END {printf "%s (wrk -c%d): %.0f req/s, %.2f ms CPU per request, non-2xx %d\n", label, c, r, t * 1000 / hz / q, bad}' "$OUT/cpu.txt"
+  local label="$1" connections="$2" rps ms bad
+  shift 2
+  read -r rps ms bad < <(wrk_cpu "$SERVER" "$PORT" "$OUT/cpu.txt" -c"$connections" "$@")
+  awk -v label="$label" -v c="$connections" -v r="$rps" -v ms="$ms" -v bad="$bad" \
+    'BEGIN {printf "%s (wrk -c%d): %.0f req/s, %.2f ms CPU per request, non-2xx %d\n", label, c, r, ms, bad}'
 }
 
 measure() {
@@ -184,13 +180,7 @@ measure() {
   awk -v p0="$pss0" -v p1="$(pss_kib)" -v r0="$rss0" -v r1="$(rss_kib)" -v n="$N" \
     'BEGIN {printf "average per loaded tenant, memory slots included: PSS %.1f MiB, RSS %.1f MiB\n", (p1 - p0) / n / 1024, (r1 - r0) / n / 1024}'
 
-  cat > "$OUT/rotate.lua" <<LUA
-local n, i = $N, 0
-request = function()
-  i = (i + 1) % n
-  return wrk.format("GET", "/", {["Host"] = string.format("t%03d.bench", i)})
-end
-LUA
+  write_rotation "$OUT/rotate.lua" "$N"
   cpu_run "rotating over all $N tenants" 32 -s "$OUT/rotate.lua"
   echo "after the rotating run: $(memory)"
   # As many connections as its concurrency cap: more would be shed (503) or queued.

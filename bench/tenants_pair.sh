@@ -33,13 +33,8 @@ OUT="$(mktemp -d)"
 PIDS=()
 trap 'kill "${PIDS[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$OUT"' EXIT
 
-cat > "$OUT/rotate.lua" <<LUA
-local n, i = $N, 0
-request = function()
-  i = (i + 1) % n
-  return wrk.format("GET", "/", {["Host"] = string.format("t%03d.bench", i)})
-end
-LUA
+. bench/tenant_loads.sh
+write_rotation "$OUT/rotate.lua" "$N"
 
 # Start binary $1 on port $2 (admin on $2 + 1), load every tenant, warm the rotation.
 start() {
@@ -62,15 +57,11 @@ start() {
 
 # One load of the server with pid $1 on port $2, labelled $3; the rest are wrk's arguments.
 load() {
-  local pid="$1" port="$2" label="$3" before after
+  local pid="$1" port="$2" label="$3" rps ms bad
   shift 3
-  before=$(awk '{print $14 + $15}' "/proc/$pid/stat")
-  wrk -t1 -d"$DURATION" "$@" "http://127.0.0.1:$port/" > "$OUT/wrk.txt"
-  after=$(awk '{print $14 + $15}' "/proc/$pid/stat")
-  awk -v t=$((after - before)) -v hz="$(getconf CLK_TCK)" -v label="$label" \
-    '/requests in/ {q=$1} /Requests\/sec/ {r=$2} /Non-2xx/ {bad=$NF}
-     END {printf "%-34s %6.0f req/s  %.3f ms CPU / request  non-2xx %d\n", label, r, t * 1000 / hz / q, bad}' \
-    "$OUT/wrk.txt"
+  read -r rps ms bad < <(wrk_cpu "$pid" "$port" "$OUT/wrk.txt" "$@")
+  awk -v label="$label" -v r="$rps" -v ms="$ms" -v bad="$bad" \
+    'BEGIN {printf "%-34s %6.0f req/s  %.3f ms CPU / request  non-2xx %d\n", label, r, ms, bad}'
 }
 
 start "$A" "$PORT"
