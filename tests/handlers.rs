@@ -264,6 +264,122 @@ fn sync_and_async_handlers_with_asyncio() {
     );
 }
 
+/// A built project (`run`) starts each request's coroutine at once, as an eager task
+/// (`SandboxEventLoop.run_eagerly`): inside it the loop runs and the task is current, even in
+/// a handler that never waits, and what it schedules without waiting (a callback, a task)
+/// still gets its first step, as under `run_until_complete`.
+#[test]
+fn a_handler_that_never_waits_runs_in_a_task_of_a_running_loop() {
+    let project = built(&[
+        (
+            "routes/current/route.py",
+            r#"
+            import asyncio
+
+            async def GET(request):
+                async with asyncio.timeout(5):
+                    task = asyncio.current_task()
+                    running = asyncio.get_running_loop()
+                return {"task": task is not None, "done": task.done(), "loop": running is not None}
+            "#,
+        ),
+        (
+            "routes/scheduled/route.py",
+            r#"
+            import asyncio
+
+            async def note(what):
+                print(f"scheduled {what} ran")
+
+            async def GET(request):
+                asyncio.get_running_loop().call_soon(print, "scheduled callback ran")
+                asyncio.create_task(note("task"))
+                return {"scheduled": True}
+            "#,
+        ),
+        (
+            "routes/waits/route.py",
+            r#"
+            import asyncio
+
+            async def GET(request):
+                await asyncio.sleep(0.01)
+                return {"task": asyncio.current_task() is not None}
+            "#,
+        ),
+        (
+            "routes/plain/route.py",
+            "import asyncio\n\ndef GET(request):\n    return {'loop': asyncio.get_event_loop().is_running()}\n",
+        ),
+    ]);
+    let server = Server::run(&project, &[]);
+    assert_eq!(
+        json(server.get("/current")),
+        json!({"task": true, "done": false, "loop": true})
+    );
+    assert_eq!(json(server.get("/scheduled")), json!({"scheduled": true}));
+    assert!(
+        server.log_shows("scheduled callback ran"),
+        "{}",
+        server.log()
+    );
+    assert!(server.log_shows("scheduled task ran"), "{}", server.log());
+    assert_eq!(json(server.get("/waits")), json!({"task": true}));
+    assert_eq!(json(server.get("/plain")), json!({"loop": true}));
+}
+
+/// A build checks every handler against its route's path parameters once, for its requests;
+/// a handler that cannot take them still fails each request, naming the parameter.
+#[test]
+fn a_built_handler_is_checked_against_its_path_parameters() {
+    let project = built(&[
+        (
+            "routes/users/[id]/route.py",
+            "def GET(request):\n    return {'id': None}\n",
+        ),
+        (
+            "routes/items/[item_id]/route.py",
+            "def GET(request, item_id: int):\n    return {'id': item_id}\n",
+        ),
+        (
+            "routes/files/[...path]/route.py",
+            "def GET(request, path: list[str]):\n    return {'path': path}\n",
+        ),
+        (
+            "routes/shop/[[...slug]]/route.py",
+            "def GET(request, slug: list[str] | None = None):\n    return {'slug': slug}\n",
+        ),
+    ]);
+    let server = Server::run(&project, &[]);
+    for _ in 0..2 {
+        let response = server.get("/users/7");
+        assert_eq!(response.status(), 500);
+        assert!(
+            server.log_shows("GET() does not accept the path parameter `id` of its route"),
+            "{}",
+            server.log()
+        );
+        assert_eq!(json(server.get("/items/7")), json!({"id": 7}));
+        assert_eq!(
+            json(server.get("/items/x")).pointer("/detail/0/type"),
+            Some(&json!("int_parsing"))
+        );
+        assert_eq!(json(server.get("/files/a/b")), json!({"path": ["a", "b"]}));
+        assert_eq!(json(server.get("/shop/a")), json!({"slug": ["a"]}));
+    }
+}
+
+/// A project of `files` with its build cache made by `filerouter build` (for `run`).
+fn built(files: &[(&str, &str)]) -> Project {
+    let project = Project::new(files);
+    let (code, out, err) = support::run(
+        &["build", "--project", project.path().to_str().unwrap()],
+        project.path(),
+    );
+    assert_eq!(code, 0, "build failed:\n{out}\n{err}");
+    project
+}
+
 #[test]
 fn the_stdlib_set_is_importable() {
     let project = Project::new(&[(

@@ -15,7 +15,7 @@ import asyncio
 import math
 import selectors
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._sandbox import outbound as _outbound
 from ._sandbox import stream as _stream
@@ -27,8 +27,10 @@ _STREAM_CHECK_MS = 250
 # loop looks for the message between the host's waits for the calls.
 _SOCKET_CHECK_MS = 20
 
+T = TypeVar("T")
+
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Coroutine, Mapping
 
     from _typeshed import FileDescriptorLike
 
@@ -145,3 +147,25 @@ class SandboxEventLoop(asyncio.SelectorEventLoop):
 
     def _write_to_self(self) -> None:
         pass
+
+    def run_eagerly(self, coro: Coroutine[Any, Any, T]) -> T:
+        """`run_until_complete(coro)`, with the coroutine started at once, as a task that
+        `asyncio.eager_task_factory` makes: a request whose handler never waits (most of
+        them) completes inside this call, without the loop's rounds of scheduling. A
+        coroutine that waits on something, or that scheduled other callbacks (a task it
+        created), continues in `run_until_complete`, which runs what is ready as it always
+        would: the first step of a task created and not awaited runs either way.
+
+        Inside the first step, as inside any task, the loop is running (`get_running_loop`)
+        and the task is current (`current_task`, `asyncio.timeout`).
+        """
+        # CPython's set-up and clean-up of a running loop, kept apart for subclasses such as
+        # this one since 3.13; typeshed does not list them, nor the ready queue.
+        self._run_forever_setup()  # type: ignore[attr-defined]
+        try:
+            task = asyncio.Task(coro, loop=self, eager_start=True)
+        finally:
+            self._run_forever_cleanup()  # type: ignore[attr-defined]
+        if not task.done() or self._ready:  # type: ignore[attr-defined]
+            return self.run_until_complete(task)
+        return task.result()

@@ -328,14 +328,34 @@ def specs_of(fn: Callable[..., Any]) -> list[Spec]:
     return _computed(fn)[2]
 
 
-def warm(fn: Callable[..., Any]) -> None:
+def warm(fn: Callable[..., Any], path_names: Sequence[str] | None = None) -> None:
     """Compute the signatures of `fn` and of its dependencies, and its response model, now (at
-    build time)."""
+    build time); with `path_names` (its route's path parameters, in path order), check that
+    `fn` takes them too, so that its requests find the check done."""
     _names_taken(fn, set())
     body_specs(fn)
+    yields(fn)
     for spec in _flat(fn, set(), lambda s: s.pydantic):
         adapters.adapter(spec.hint, spec.constraints)
     models.warm(fn, signature_of(fn)[1])
+    if path_names is not None:
+        check_signature(fn, dict.fromkeys(path_names))
+
+
+# fn -> whether it is a generator function, sync or async. Filled by `warm` at build time.
+_YIELDS: dict[Any, bool] = {}
+
+
+def yields(fn: Callable[..., Any]) -> bool:
+    """Whether `fn` is a generator function, sync or async: a handler whose response streams
+    what it yields."""
+    try:
+        found = _YIELDS.get(fn)
+    except TypeError:  # an unhashable callable object
+        return inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn)
+    if found is None:
+        found = _YIELDS[fn] = inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn)
+    return found
 
 
 def wants_request(param: inspect.Parameter, hints: dict[str, Any]) -> bool:
@@ -394,8 +414,25 @@ def _names_taken(fn: Callable[..., Any], seen: set[Any]) -> set[str]:
     return names
 
 
+# (fn, its route's path parameter names) that `check_signature` passed: filled at build time
+# (`warm`), so a request checks its handler only in development.
+_CHECKED: set[tuple[Any, tuple[str, ...]]] = set()
+
+
 def check_signature(fn: Callable[..., Any], path_values: dict[str, Any]) -> None:
     """Raise `HandlerSignatureError` if `fn` cannot take its route's path parameters."""
+    key: tuple[Any, tuple[str, ...]] | None = (fn, tuple(path_values))
+    try:
+        if key in _CHECKED:
+            return
+    except TypeError:  # an unhashable callable object
+        key = None
+    _check_signature(fn, path_values)
+    if key is not None:
+        _CHECKED.add(key)
+
+
+def _check_signature(fn: Callable[..., Any], path_values: dict[str, Any]) -> None:
     signature, hints = signature_of(fn)
     params = signature.parameters
     code = getattr(fn, "__code__", None)

@@ -145,6 +145,11 @@ def type_label(hint: Any) -> str:
 
 def validate(hint: Any, value: Any, loc: Sequence[Any], errors: Errors, constraints: Constraints | None = None) -> Any:
     """`value` converted to `hint`, or `INVALID` with the reasons appended to `errors`."""
+    # The commonest hints, bare: what the steps below would come to for them.
+    if hint is int:
+        return _number(_int(value, loc, errors), value, loc, errors, constraints)
+    if hint is str:
+        return _text(_str(value, loc, errors), value, loc, errors, constraints)
     hint, metadata = split_annotated(hint)
     declared = constraints_in(metadata) if metadata else None
     if declared is not None:

@@ -53,7 +53,8 @@ HANDLERS = METHODS + ("WEBSOCKET",)
 
 def _start_instance():
     # The snapshot froze `random`'s state; without this every instance would draw the same numbers.
-    random.seed(os.urandom(32))
+    # 256 bits from the host as an integer: `seed` hashes bytes or text with SHA-512 first.
+    random.seed(int.from_bytes(os.urandom(32)))
     importing.hide()
     # Whatever the build's warm-up read is not this call's: values come from the host anew.
     environment.start_call()

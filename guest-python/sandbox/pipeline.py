@@ -57,13 +57,13 @@ class HostResponse(Response):
 def run(request, target, sources):
     """The `Response` for `request`; raises what project code did not handle."""
     background.forget()
-    return LOOP.run_until_complete(_run(request, target, sources))
+    return LOOP.run_eagerly(_run(request, target, sources))
 
 
 def route_response(request, target):
     """The `Response` of the route handler `target` (a `RouteTarget`) alone, without
     middleware: the build's warm-up (`warmup`), which must run no project code."""
-    return LOOP.run_until_complete(_route(request, target))
+    return LOOP.run_eagerly(_route(request, target))
 
 
 async def _run(request, target, sources):
@@ -140,7 +140,7 @@ async def _route(request, target):
             return refused if refused is not None else Response(status_code=101)
         resolver = params.Resolver(request, request.path_params, stack)
         kwargs = await resolver.kwargs(fn, check=True)
-        if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
+        if params.yields(fn):
             response = _generator_response(fn(**kwargs), fn)
         else:
             result = await _maybe_await(fn(**kwargs))

@@ -147,11 +147,25 @@ def _bake(files, routes, root_files, packages, params, keep_compiled):
             fn = getattr(module, name, None)
             if callable(fn):
                 try:
-                    params.warm(fn)
+                    params.warm(fn, _path_names(file))
                 except Exception:  # noqa: BLE001  (a bad signature is reported per request)
                     pass
     for name, source in root_files:
         baked.ROOT_MODULES[name] = _exec_route("/project/" + name, source.encode())
+
+
+def _path_names(file):
+    """The path parameters of the route file `file` (`users/[id]/route.py`: `id`), in path
+    order, as the host names them in a request's target."""
+    names = []
+    for folder in file.split("/")[:-1]:
+        if folder.startswith("[[...") and folder.endswith("]]"):
+            names.append(folder[5:-2])
+        elif folder.startswith("[...") and folder.endswith("]"):
+            names.append(folder[4:-1])
+        elif folder.startswith("[") and folder.endswith("]"):
+            names.append(folder[1:-1])
+    return names
 
 
 class _ImportRecorder:
