@@ -151,7 +151,13 @@ impl Threads {
             ready.push(task);
             self.ready_count.fetch_add(1, Ordering::SeqCst);
         }
-        self.signal.notify_one();
+        // A thread counts itself idle under the ready list's lock before it waits, and the
+        // wait lets go of the lock and sleeps as one step: a thread not counted here has yet
+        // to look at the list and will find this call. So a busy pool is not woken (a system
+        // call per call, under load).
+        if self.idle.load(Ordering::SeqCst) > 0 {
+            self.signal.notify_one();
+        }
         // No thread free: the running guests decide now whether this call goes first.
         if self.idle.load(Ordering::SeqCst) == 0
             && let Some(nudge) = self.nudge.get()
