@@ -495,7 +495,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 /// and write HTTP and wait on the host's I/O; the guests' Python runs on the guest threads.
 /// One thread more per core than the machine has costs a context switch and a wake-up
 /// between threads several times a request: on 2 cores, one async thread instead of two
-/// used 8 % less CPU a request (`bench/README.md`).
+/// used about 9 % less CPU a request (`bench/README.md`).
 fn async_threads(cores: usize) -> usize {
     cores.div_ceil(2)
 }
