@@ -414,8 +414,8 @@ def _names_taken(fn: Callable[..., Any], seen: set[Any]) -> set[str]:
     return names
 
 
-# (fn, its route's path parameter names) that `check_signature` passed: filled at build time
-# (`warm`), so a request checks its handler only in development.
+# (fn, its route's path parameter names) that `check_signature` passed: filled when a snapshot
+# is taken (`warm`), so a request checks its handler only if it imported the route itself.
 _CHECKED: set[tuple[Any, tuple[str, ...]]] = set()
 
 
