@@ -270,7 +270,7 @@ fn sync_and_async_handlers_with_asyncio() {
 /// still gets its first step, as under `run_until_complete`.
 #[test]
 fn a_handler_that_never_waits_runs_in_a_task_of_a_running_loop() {
-    let project = built(&[
+    let project = Project::built(&[
         (
             "routes/current/route.py",
             r#"
@@ -332,7 +332,7 @@ fn a_handler_that_never_waits_runs_in_a_task_of_a_running_loop() {
 /// a handler that cannot take them still fails each request, naming the parameter.
 #[test]
 fn a_built_handler_is_checked_against_its_path_parameters() {
-    let project = built(&[
+    let project = Project::built(&[
         (
             "routes/users/[id]/route.py",
             "def GET(request):\n    return {'id': None}\n",
@@ -367,17 +367,6 @@ fn a_built_handler_is_checked_against_its_path_parameters() {
         assert_eq!(json(server.get("/files/a/b")), json!({"path": ["a", "b"]}));
         assert_eq!(json(server.get("/shop/a")), json!({"slug": ["a"]}));
     }
-}
-
-/// A project of `files` with its build cache made by `filerouter build` (for `run`).
-fn built(files: &[(&str, &str)]) -> Project {
-    let project = Project::new(files);
-    let (code, out, err) = support::run(
-        &["build", "--project", project.path().to_str().unwrap()],
-        project.path(),
-    );
-    assert_eq!(code, 0, "build failed:\n{out}\n{err}");
-    project
 }
 
 #[test]

@@ -112,23 +112,12 @@ def GET(request, token: str, big: int = 0):
 "#;
 
 fn project() -> Project {
-    built(&[
+    Project::built(&[
         ("routes/probe/route.py", PROBE),
         ("routes/_lib/__init__.py", ""),
         ("routes/_lib/leftover.py", "COUNT = 0\n"),
         ("config.py", "server = {\"workers\": 4}\n"),
     ])
-}
-
-/// A project of `files` with its build cache made by `filerouter build` (for `run`).
-fn built(files: &[(&str, &str)]) -> Project {
-    let project = Project::new(files);
-    let (code, out, err) = support::run(
-        &["build", "--project", project.path().to_str().unwrap()],
-        project.path(),
-    );
-    assert_eq!(code, 0, "build failed:\n{out}\n{err}");
-    project
 }
 
 /// One probe request; panics on anything but a clean answer.
@@ -273,7 +262,7 @@ def GET(request, mode: str = "look"):
 
 #[test]
 fn no_request_sees_the_memory_size_or_stack_an_earlier_one_left() {
-    let project = built(&[
+    let project = Project::built(&[
         ("routes/state/route.py", STATE),
         (
             "config.py",
@@ -376,7 +365,7 @@ def GET(request, drop: int = 0):
 
 #[test]
 fn snapshot_objects_are_immortal_and_finalizers_still_run() {
-    let project = built(&[("routes/immortal/route.py", IMMORTAL)]);
+    let project = Project::built(&[("routes/immortal/route.py", IMMORTAL)]);
     let server = Server::run(&project, &[]);
     for round in 0..3 {
         let before = json(server.get("/immortal"));
@@ -416,7 +405,7 @@ def GET(request):
 
 #[test]
 fn a_requests_new_objects_land_side_by_side_not_in_the_snapshots_holes() {
-    let project = built(&[("routes/heap/route.py", HEAP)]);
+    let project = Project::built(&[("routes/heap/route.py", HEAP)]);
     let server = Server::run(&project, &[]);
     for round in 0..3 {
         let placed = json(server.get("/heap"));

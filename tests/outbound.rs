@@ -564,13 +564,6 @@ fn a_bad_entry_is_a_config_error_with_its_line() {
     );
 }
 
-/// `project` built by the real `filerouter build`.
-fn built(project: &Project) {
-    let (code, stdout, stderr) =
-        support::run_with_env(&["build", "--project", "."], project.path(), &[]);
-    assert_eq!(code, 0, "build:\n{stdout}\n{stderr}");
-}
-
 /// POST /call as tenant `host`.
 fn call_as(server: &Server, host: &str, spec: Value) -> Value {
     let response = support::admin::client(Duration::from_secs(60))
@@ -593,8 +586,8 @@ fn a_tenant_cannot_use_another_tenants_allowance() {
     // Both projects ask for both services; the operator gives each tenant its own.
     let config = allowing(&[a_origin.clone(), b_origin.clone()], "");
     let (a, b) = (project(&config), project(&config));
-    built(&a);
-    built(&b);
+    a.build();
+    b.build();
     let site = support::admin::Site::new(
         &[("a", a.path()), ("b", b.path())],
         &format!(

@@ -345,17 +345,9 @@ impl Drop for Stop<'_> {
     }
 }
 
-/// A build of `files` (for `run`: the route modules, and pydantic with them, in the snapshot).
-fn built(files: &[(&str, &str)]) -> Project {
-    let project = Project::new(files);
-    let (code, stdout, stderr) = run_with_env(&["build", "--project", "."], project.path(), &[]);
-    assert_eq!(code, 0, "build: {stdout}\n{stderr}");
-    project
-}
-
 #[test]
 fn validation_errors_are_422s_and_the_next_request_is_served() {
-    let project = built(&[("routes/item/route.py", ITEM), ("routes/ok/route.py", OK)]);
+    let project = Project::built(&[("routes/item/route.py", ITEM), ("routes/ok/route.py", OK)]);
     let server = Server::run(&project, &[]);
     for round in 0..20 {
         let response = post_json(&server, "/item", r#"{"name": 5, "count": "x"}"#.into());
@@ -512,7 +504,7 @@ fn a_recursion_bomb_into_a_recursive_model_gets_a_bounded_answer_and_others_are_
 /// the server goes on serving, the same model route included.
 #[test]
 fn a_validator_that_never_returns_is_stopped_with_504_and_the_server_goes_on() {
-    let project = built(&[
+    let project = Project::built(&[
         ("routes/stuck/route.py", STUCK),
         ("routes/item/route.py", ITEM),
         ("routes/ok/route.py", OK),
@@ -620,7 +612,7 @@ const LEAVES: &str = r#"
 /// taken every time.
 #[test]
 fn every_request_finds_pydantic_and_its_models_as_the_build_left_them() {
-    let project = built(&[
+    let project = Project::built(&[
         ("routes/leaves/route.py", LEAVES),
         ("config.py", "server = {'workers': 2}\n"),
     ]);
@@ -793,7 +785,7 @@ fn an_integer_past_4300_digits_is_a_400_or_422_as_in_fastapi_not_a_500() {
 /// request gets its own right answer meanwhile.
 #[test]
 fn huge_strings_and_numbers_stay_within_the_request_s_limits() {
-    let project = built(&[
+    let project = Project::built(&[
         ("routes/item/route.py", ITEM),
         ("routes/ok/route.py", OK),
         (

@@ -112,6 +112,21 @@ impl Project {
         self.dir.path()
     }
 
+    /// A project of `files` with its build cache made by the real `filerouter build` (for
+    /// `run`).
+    pub fn built(files: &[(&str, &str)]) -> Project {
+        let project = Project::new(files);
+        project.build();
+        project
+    }
+
+    /// Make the project's build cache with the real `filerouter build`; panics, with its
+    /// output, if the build fails.
+    pub fn build(&self) {
+        let (code, stdout, stderr) = run_with_env(&["build", "--project", "."], self.path(), &[]);
+        assert_eq!(code, 0, "build failed:\n{stdout}\n{stderr}");
+    }
+
     /// Keep the folder until this test binary exits (see [`lasting_tempdir`]): for a project a
     /// `static` holds, which is never dropped.
     pub fn for_the_whole_run(self) -> PathBuf {
