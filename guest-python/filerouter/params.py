@@ -20,7 +20,7 @@ import inspect
 import json
 import typing
 import uuid
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 
 from . import adapters, background, models, validation
@@ -307,14 +307,24 @@ def _compute(fn: Callable[..., Any]) -> tuple[inspect.Signature, dict[str, Any],
     return signature, hints, specs
 
 
-def _computed(fn: Callable[..., Any]) -> tuple[inspect.Signature, dict[str, Any], list[Spec]]:
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+def _remembered(cache: dict[_K, _V], key: _K, compute: Callable[[_K], _V]) -> _V:
+    """`compute(key)`, kept in `cache` for the next call; worked out each time for a key that
+    cannot be hashed (an unhashable callable object: nothing to remember it by)."""
     try:
-        found = _SIGNATURES.get(fn)
-    except TypeError:  # an unhashable callable object: nothing to remember it by
-        return _compute(fn)
+        found = cache.get(key)
+    except TypeError:
+        return compute(key)
     if found is None:
-        found = _SIGNATURES[fn] = _compute(fn)
+        found = cache[key] = compute(key)
     return found
+
+
+def _computed(fn: Callable[..., Any]) -> tuple[inspect.Signature, dict[str, Any], list[Spec]]:
+    return _remembered(_SIGNATURES, fn, _compute)
 
 
 def signature_of(fn: Callable[..., Any]) -> tuple[inspect.Signature, dict[str, Any]]:
@@ -349,13 +359,11 @@ _YIELDS: dict[Any, bool] = {}
 def yields(fn: Callable[..., Any]) -> bool:
     """Whether `fn` is a generator function, sync or async: a handler whose response streams
     what it yields."""
-    try:
-        found = _YIELDS.get(fn)
-    except TypeError:  # an unhashable callable object
-        return inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn)
-    if found is None:
-        found = _YIELDS[fn] = inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn)
-    return found
+    return _remembered(_YIELDS, fn, _yields)
+
+
+def _yields(fn: Callable[..., Any]) -> bool:
+    return inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn)
 
 
 def wants_request(param: inspect.Parameter, hints: dict[str, Any]) -> bool:
@@ -518,20 +526,14 @@ def body_specs(fn: Callable[..., Any]) -> tuple[list[Spec], bool, bool]:
     """`(specs, embed, is_form)` of the body parameters of `fn` and its dependencies. Several
     body parameters, `Body(embed=True)` or form fields are read by name; a single one is the
     whole body."""
-    try:
-        found = _BODIES.get(fn)
-    except TypeError:
-        found = None
-    if found is None:
-        specs = _flat(fn, set(), lambda s: s.location in ("body", "form"))
-        is_form = any(s.location == "form" for s in specs)
-        embed = is_form or len(specs) > 1 or any(s.marker is not None and s.marker.embed for s in specs)
-        found = (specs, embed, is_form)
-        try:
-            _BODIES[fn] = found
-        except TypeError:
-            pass
-    return found
+    return _remembered(_BODIES, fn, _body_specs)
+
+
+def _body_specs(fn: Callable[..., Any]) -> tuple[list[Spec], bool, bool]:
+    specs = _flat(fn, set(), lambda s: s.location in ("body", "form"))
+    is_form = any(s.location == "form" for s in specs)
+    embed = is_form or len(specs) > 1 or any(s.marker is not None and s.marker.embed for s in specs)
+    return specs, embed, is_form
 
 
 def _missing(loc: Sequence[Any]) -> dict[str, Any]:
