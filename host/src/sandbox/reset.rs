@@ -192,8 +192,8 @@ pub fn pagemap() -> Option<&'static File> {
 /// copy-on-write and only read) nor the zero page. Blocking, but only a page-table walk.
 pub fn written_pages(pagemap: &File, range: Range<usize>) -> std::io::Result<Vec<Range<usize>>> {
     let mut found = Vec::new();
-    // Enough for a request's written runs in one call (a trivial one writes about 100 pages
-    // in some 60 runs; each further call walks on from where the last stopped).
+    // Enough for a slot's written runs in one call (after examples/hello's trivial request,
+    // about 290; each further call walks on from where the last stopped).
     let mut regions = [PageRegion::default(); 512];
     let mut at = range.start as u64;
     let end = range.end as u64;

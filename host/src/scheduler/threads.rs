@@ -157,11 +157,8 @@ impl Threads {
         // call per call, under load).
         if self.idle.load(Ordering::SeqCst) > 0 {
             self.signal.notify_one();
-        }
-        // No thread free: the running guests decide now whether this call goes first.
-        if self.idle.load(Ordering::SeqCst) == 0
-            && let Some(nudge) = self.nudge.get()
-        {
+        } else if let Some(nudge) = self.nudge.get() {
+            // No thread free: the running guests decide now whether this call goes first.
             nudge();
         }
     }
