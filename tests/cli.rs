@@ -98,6 +98,33 @@ fn dev_banner_shows_url_mode_and_reload_state() {
     assert!(!server.log().contains('\u{1b}'), "{:?}", server.log());
 }
 
+/// `TOKIO_WORKER_THREADS` sets how many async threads a command runs; a value that is not a
+/// whole number of threads, 1 or more, stops the command with a message naming it (Tokio's
+/// own reading of it panicked).
+#[test]
+fn a_bad_async_thread_count_is_named_and_a_good_one_is_used() {
+    let project = Project::new(&[("routes/route.py", "def GET(request):\n    return {}\n")]);
+    for bad in ["abc", "0", "-1", "", "1.5", "99999999999999999999999"] {
+        let (code, _, stderr) = support::run_with_env(
+            &["build", "--project", "."],
+            project.path(),
+            &[("TOKIO_WORKER_THREADS", bad)],
+        );
+        assert_eq!(code, 1, "{bad:?}: {stderr}");
+        assert!(
+            stderr.contains("TOKIO_WORKER_THREADS must be a whole number of threads, 1 or more"),
+            "{bad:?}: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{bad:?}: {stderr}");
+    }
+    let (code, _, stderr) = support::run_with_env(
+        &["build", "--project", "."],
+        project.path(),
+        &[("TOKIO_WORKER_THREADS", "3")],
+    );
+    assert_eq!(code, 0, "{stderr}");
+}
+
 #[test]
 fn dev_without_routes_folder_fails_clearly() {
     let dir = tempfile::tempdir().unwrap();

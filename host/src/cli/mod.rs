@@ -478,13 +478,23 @@ fn cache_dir(root: &std::path::Path, flag: Option<&std::path::Path>) -> anyhow::
 }
 
 /// The async runtime a command runs on: [`async_threads`] worker threads, unless
-/// `TOKIO_WORKER_THREADS` sets how many (Tokio reads it).
+/// `TOKIO_WORKER_THREADS` sets how many.
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
-        builder.worker_threads(async_threads(crate::scheduler::cores()));
-    }
-    builder
+    let threads = match std::env::var_os("TOKIO_WORKER_THREADS") {
+        None => async_threads(crate::scheduler::cores()),
+        // Read here rather than by Tokio, which panics on a value it cannot use.
+        Some(value) => value
+            .to_str()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|n| *n > 0)
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "TOKIO_WORKER_THREADS must be a whole number of threads, 1 or more, not {value:?}"
+                )
+            })?,
+    };
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
         .enable_all()
         .build()
         .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))
