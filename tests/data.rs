@@ -498,6 +498,66 @@ fn the_build_imports_routes_without_a_database() {
     );
 }
 
+/// The build opens private `:memory:` databases for its own warm-up, after the import; a route
+/// module's, at import time, is still refused with the route's line, and one opened past the
+/// `sqlite3` module's refusal and left open fails the build: its handle would be stale in every
+/// request.
+#[test]
+fn the_build_refuses_an_in_memory_database_at_import_and_one_left_open() {
+    let project = blog();
+    project.write(
+        "routes/eager/route.py",
+        r#"
+        import sys
+        import sqlite3
+
+        # The route inspection's import is refused by the host; this is the snapshot's.
+        frame = sys._getframe()
+        while frame is not None and frame.f_code.co_name != "bake":
+            frame = frame.f_back
+        if frame is not None:
+            conn = sqlite3.connect(":memory:")
+
+        def GET(request):
+            return {}
+        "#,
+    );
+    let (code, stdout, stderr) = run_with_env(&["build", "--project", "."], project.path(), &[]);
+    assert_ne!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("the database is not open while the server imports route modules"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("routes/eager/route.py:9"), "{stderr}");
+
+    project.write(
+        "routes/eager/route.py",
+        r#"
+        import sys
+        import sqlite3
+        from sqlite3 import _host
+
+        frame = sys._getframe()
+        while frame is not None and frame.f_code.co_name != "bake":
+            frame = frame.f_back
+        if frame is not None:                   # the snapshot's import, not the inspection's:
+            _host.importing = False             # past the module's own refusal...
+            conn = sqlite3.connect(":memory:")  # ...and never closed
+
+        def GET(request):
+            return {}
+        "#,
+    );
+    let (code, stdout, stderr) = run_with_env(&["build", "--project", "."], project.path(), &[]);
+    assert_ne!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(
+            "database connection(s) opened while the build imported route modules are still open"
+        ),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn migrations_in_dev_apply_on_change_and_a_broken_one_is_an_error_page() {
     let project = blog();

@@ -369,6 +369,52 @@ fn a_built_handler_is_checked_against_its_path_parameters() {
     }
 }
 
+/// The build warms the request path before its snapshot (guest-python/sandbox/warmup.py),
+/// the sandbox's `sqlite3` included: a fresh instance finds that module's code already
+/// specialized by the adaptive interpreter, not redone by every request. A request that only
+/// reads the bytecode (`dis`, which runs none of it) sees the snapshot's state; the `sqlite3`
+/// it then uses works as ever.
+#[test]
+fn the_snapshot_holds_the_database_path_warmed() {
+    let project = Project::built(&[(
+        "routes/warm/route.py",
+        r#"
+import dis
+import sqlite3
+
+
+def _specialized(fn):
+    plain = [i.opname for i in dis.get_instructions(fn)]
+    adaptive = [i.opname for i in dis.get_instructions(fn, adaptive=True)]
+    return sum(a != b for a, b in zip(plain, adaptive))
+
+
+def GET(request):
+    counts = {
+        "Connection.execute": _specialized(sqlite3.Connection.execute),
+        "Cursor.execute": _specialized(sqlite3.Cursor.execute),
+        "Cursor.fetchone": _specialized(sqlite3.Cursor.fetchone),
+    }
+    conn = sqlite3.connect(":memory:")
+    conn.row_factory = sqlite3.Row
+    row = conn.execute("SELECT 1 AS one").fetchone()
+    conn.close()
+    return {"specialized": counts, "one": row["one"]}
+"#,
+    )]);
+    let server = Server::run(&project, &[]);
+    for _ in 0..2 {
+        let answer = json(server.get("/warm"));
+        assert_eq!(answer["one"], 1, "{answer}");
+        for (name, count) in answer["specialized"].as_object().unwrap() {
+            assert!(
+                count.as_u64().unwrap() > 0,
+                "{name} is not warmed: {answer}"
+            );
+        }
+    }
+}
+
 #[test]
 fn the_stdlib_set_is_importable() {
     let project = Project::new(&[(

@@ -37,6 +37,7 @@ from filerouter import environment
 from filerouter.exceptions import NoHandlerError, ProjectCodeError
 from filerouter.requests import Request
 from filerouter.responses import StreamingResponse
+from sqlite3 import _host as sqlite_host
 from wit_world import exports
 from wit_world.imports import snapshot
 from wit_world.imports.types import (
@@ -184,11 +185,14 @@ class Guest(exports.Guest):
     def bake(self, files, routes, root_files, packages, keep_compiled):
         importing.hide()
         environment.start_call()
+        sqlite_host.importing = True
         try:
             project.bake(files, routes, root_files, packages, keep_compiled)
             lifecycle.check_baked()
         except BaseException as exc:
             raise Err(project.error_report(exc)) from None
+        finally:
+            sqlite_host.importing = False
         # The request path, specialized and with its caches filled, into the snapshot. Only
         # speed depends on it: a failure (a package that patched the standard library, say)
         # leaves a snapshot as correct as without it.

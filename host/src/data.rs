@@ -139,6 +139,15 @@ impl Default for Data {
 }
 
 impl Data {
+    /// The build's data: a throwaway key-value store, and no project database but private
+    /// `:memory:` ones ([`db::Database::for_build`]).
+    pub fn for_build() -> Self {
+        Data {
+            kv: Arc::new(kv::KvStore::default()),
+            db: Arc::new(db::Database::for_build()),
+        }
+    }
+
     /// Whether the project's database and kv store answer now, each within `within`: a
     /// `SELECT 1` on Postgres (SQLite is a file, always there), a read on the kv store. For
     /// readiness probes (`crate::health`); `Err` says which did not answer, without secrets.

@@ -10,7 +10,18 @@ open afterwards).
 from componentize_py_types import Err
 from wit_world.imports import sql as _sql
 
-from ._exceptions import from_host
+from ._exceptions import OperationalError, from_host
+
+# Whether the build is importing route modules (`sandbox/dispatcher.py` sets it around the
+# import). The host opens no project database then, but does open private `:memory:` ones,
+# for the build's own warm-up after the import (`sandbox/warmup.py`); one that a route module
+# opened would stay in the snapshot. Refused here, in the host's words, so that the error
+# names the route's line; the host still fails a build that leaves a connection open.
+importing = False
+_IMPORTING = (
+    "the database is not open while the server imports route modules (`filerouter build`, route "
+    "inspection): connect inside a handler or a dependency, and create tables with migrations/*.sql"
+)
 
 
 def _call(function, *args):
@@ -27,6 +38,8 @@ def dialect():
 
 def open(database):  # noqa: A001  (the WIT function's name)
     """A new connection to `database` (as given to `connect`); its handle."""
+    if importing:
+        raise OperationalError(_IMPORTING)
     return _call(_sql.open, database)
 
 

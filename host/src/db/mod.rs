@@ -141,6 +141,9 @@ pub const MAX_CONNECTIONS: usize = 16;
 pub struct Database {
     backend: Backend,
     bounds: Bounds,
+    /// No file, but private `:memory:` databases may be opened: the build's (see
+    /// [`Database::for_build`]).
+    private_memory: bool,
 }
 
 /// Where the database is.
@@ -170,6 +173,7 @@ impl Database {
         Ok(Database {
             backend: Backend::Sqlite(sqlite::Store::file(&data_dir.join(FILE_NAME), bounds)?),
             bounds,
+            private_memory: false,
         })
     }
 
@@ -188,6 +192,7 @@ impl Database {
                 memory: sqlite::Store::memory(bounds),
             },
             bounds,
+            private_memory: false,
         })
     }
 
@@ -197,6 +202,19 @@ impl Database {
         Database {
             backend: Backend::Sqlite(sqlite::Store::memory(Bounds::default())),
             bounds: Bounds::default(),
+            private_memory: false,
+        }
+    }
+
+    /// The build's: no project database (a name is refused as by [`Database::none`]), but
+    /// private `:memory:` databases open, for the guest's warm-up of its `sqlite3` module
+    /// (`guest-python/sandbox/warmup.py`). One still open when the snapshot is taken is an
+    /// error of the build ([`Session::open_connections`]): its handle would be stale in every
+    /// request.
+    pub fn for_build() -> Database {
+        Database {
+            private_memory: true,
+            ..Database::none()
         }
     }
 
@@ -213,7 +231,11 @@ impl Database {
                 memory: sqlite::Store::memory(bounds),
             },
         };
-        Ok(Database { backend, bounds })
+        Ok(Database {
+            backend,
+            bounds,
+            private_memory: self.private_memory,
+        })
     }
 
     /// The file, for a SQLite database that has one.
@@ -305,6 +327,11 @@ pub struct Session {
 }
 
 impl Session {
+    /// How many of the session's connections are open.
+    pub fn open_connections(&self) -> usize {
+        self.connections.iter().flatten().count()
+    }
+
     /// Whether the request's database is in Postgres (else in SQLite).
     pub fn database_is_postgres(&self) -> bool {
         self.db.postgres().is_some()
@@ -340,16 +367,18 @@ impl Session {
                 "a request may have at most {MAX_CONNECTIONS} database connections open; close() the ones it no longer needs"
             )));
         }
+        let memory = matches!(name.trim(), ":memory:" | "") || name.starts_with("file::memory:");
         // No file: the server is importing route modules. A connection kept in the build's
-        // snapshot would be a stale handle in every request.
+        // snapshot would be a stale handle in every request (the build's private in-memory
+        // ones are checked closed before the snapshot).
         if let Backend::Sqlite(store) = &self.db.backend
             && store.path().is_none()
+            && !(memory && self.db.private_memory)
         {
             return Err(DbError::Unavailable(
                 "the database is not open while the server imports route modules (`filerouter build`, route inspection): connect inside a handler or a dependency, and create tables with migrations/*.sql".into(),
             ));
         }
-        let memory = matches!(name.trim(), ":memory:" | "") || name.starts_with("file::memory:");
         let watch = sqlite::Watch {
             deadline: self.deadline,
             cancelled: self.cancelled.clone(),

@@ -118,11 +118,12 @@ async fn run_bake(
     let component = instrumented_component(&engine, &instrumented)?;
     let mut linker = Linker::<CallState>::new(&engine);
     super::link(&mut linker).map_err(wt)?;
-    // The bake runs no request: its key-value store is a throwaway.
+    // The bake runs no request: its key-value store is a throwaway, and its only databases
+    // are private in-memory ones (the guest's warm-up uses one).
     let mut state = CallState::new(
         WasiCtxBuilder::new().build(),
         super::MemoryLimiter::new(memory_bytes),
-        &crate::data::Data::default(),
+        &crate::data::Data::for_build(),
         std::time::Instant::now(),
     );
     // A route that calls a plugin at import time calls it here (with a throwaway store too);
@@ -167,6 +168,15 @@ async fn run_bake(
             *slot = Some(error);
         }
         anyhow::bail!(message);
+    }
+    // A connection the snapshot kept would be a stale handle in every request.
+    let open = store.data().db.open_connections();
+    if open > 0 {
+        anyhow::bail!(
+            "{open} database connection(s) opened while the build imported route modules are \
+             still open: close them before the import ends, or connect inside a handler or a \
+             dependency"
+        );
     }
     let immortal = store.data_mut().immortal.take().unwrap_or_default();
     Ok(Snapshotter {
