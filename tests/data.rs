@@ -490,13 +490,33 @@ fn the_build_imports_routes_without_a_database() {
             return {}
         "#,
     );
-    let (code, stdout, stderr) = run_with_env(&["build", "--project", "."], project.path(), &[]);
-    assert_ne!(code, 0, "{stdout}\n{stderr}");
+    let stderr = failed_build(&project);
     assert!(
         stderr.contains("the database is not open while the server imports route modules"),
         "{stderr}"
     );
 }
+
+/// `filerouter build` of `project`, which must fail: what it printed on stderr.
+fn failed_build(project: &Project) -> String {
+    let (code, stdout, stderr) = run_with_env(&["build", "--project", "."], project.path(), &[]);
+    assert_ne!(code, 0, "{stdout}\n{stderr}");
+    stderr
+}
+
+/// Route code that runs its indented last lines only in the build's snapshot import (the one
+/// whose stack has the guest's `bake`), not in the route inspection's, where the host refuses
+/// every database itself.
+const IN_THE_SNAPSHOT_IMPORT: &str = r#"
+import sys
+import sqlite3
+from sqlite3 import _host
+
+frame = sys._getframe()
+while frame is not None and frame.f_code.co_name != "bake":
+    frame = frame.f_back
+if frame is not None:
+"#;
 
 /// The build opens private `:memory:` databases for its own warm-up, after the import; a route
 /// module's, at import time, is still refused with the route's line, and one opened past the
@@ -505,25 +525,14 @@ fn the_build_imports_routes_without_a_database() {
 #[test]
 fn the_build_refuses_an_in_memory_database_at_import_and_one_left_open() {
     let project = blog();
+    let route = |lines: &str| {
+        format!("{IN_THE_SNAPSHOT_IMPORT}{lines}\ndef GET(request):\n    return {{}}\n")
+    };
     project.write(
         "routes/eager/route.py",
-        r#"
-        import sys
-        import sqlite3
-
-        # The route inspection's import is refused by the host; this is the snapshot's.
-        frame = sys._getframe()
-        while frame is not None and frame.f_code.co_name != "bake":
-            frame = frame.f_back
-        if frame is not None:
-            conn = sqlite3.connect(":memory:")
-
-        def GET(request):
-            return {}
-        "#,
+        &route("    conn = sqlite3.connect(\":memory:\")\n"),
     );
-    let (code, stdout, stderr) = run_with_env(&["build", "--project", "."], project.path(), &[]);
-    assert_ne!(code, 0, "{stdout}\n{stderr}");
+    let stderr = failed_build(&project);
     assert!(
         stderr.contains("the database is not open while the server imports route modules"),
         "{stderr}"
@@ -532,24 +541,12 @@ fn the_build_refuses_an_in_memory_database_at_import_and_one_left_open() {
 
     project.write(
         "routes/eager/route.py",
-        r#"
-        import sys
-        import sqlite3
-        from sqlite3 import _host
-
-        frame = sys._getframe()
-        while frame is not None and frame.f_code.co_name != "bake":
-            frame = frame.f_back
-        if frame is not None:                   # the snapshot's import, not the inspection's:
-            _host.importing = False             # past the module's own refusal...
-            conn = sqlite3.connect(":memory:")  # ...and never closed
-
-        def GET(request):
-            return {}
-        "#,
+        &route(
+            "    _host.importing = False             # past the module's own refusal...\n    \
+             conn = sqlite3.connect(\":memory:\")  # ...and never closed\n",
+        ),
     );
-    let (code, stdout, stderr) = run_with_env(&["build", "--project", "."], project.path(), &[]);
-    assert_ne!(code, 0, "{stdout}\n{stderr}");
+    let stderr = failed_build(&project);
     assert!(
         stderr.contains(
             "database connection(s) opened while the build imported route modules are still open"
