@@ -347,6 +347,12 @@ def warm(fn: Callable[..., Any], path_names: Sequence[str] | None = None) -> Non
     yields(fn)
     for spec in _flat(fn, set(), lambda s: s.pydantic):
         adapters.adapter(spec.hint, spec.constraints)
+    for spec in _flat(fn, set(), lambda s: not s.pydantic and s.hint is not _EMPTY):
+        validation.warm(spec.hint)
+    try:
+        _warm_dependencies(fn, set())
+    except TypeError:  # an unhashable callable object: its requests work it out
+        pass
     models.warm(fn, signature_of(fn)[1])
     if path_names is not None:
         check_signature(fn, dict.fromkeys(path_names))
@@ -820,10 +826,11 @@ class Resolver:
         if use_cache and key in self.cache:
             return self.cache[key]
         kwargs = await self.kwargs(dependency, scopes=scopes)
-        if inspect.isasyncgenfunction(dependency):
-            value = await self.stack.enter_async_context(contextlib.asynccontextmanager(dependency)(**kwargs))
-        elif inspect.isgeneratorfunction(dependency):
-            value = self.stack.enter_context(contextlib.contextmanager(dependency)(**kwargs))
+        kind, enter = entry_of(dependency)
+        if kind == "async with":
+            value = await self.stack.enter_async_context(enter(**kwargs))
+        elif kind == "with":
+            value = self.stack.enter_context(enter(**kwargs))
         else:
             value = dependency(**kwargs)
             if inspect.isawaitable(value):
@@ -831,6 +838,35 @@ class Resolver:
         if use_cache:
             self.cache[key] = value
         return value
+
+
+# dependency -> how `Resolver.solve` enters it: ("async with", its async context manager
+# factory) for an async generator function, ("with", its context manager factory) for a
+# generator function, ("call", itself) otherwise. Filled by `warm` at build time.
+_ENTRIES: dict[Any, tuple[str, Callable[..., Any]]] = {}
+
+
+def entry_of(dependency: Callable[..., Any]) -> tuple[str, Callable[..., Any]]:
+    """How a request enters `dependency` (see `_ENTRIES`)."""
+    return _remembered(_ENTRIES, dependency, _entry)
+
+
+def _entry(dependency: Callable[..., Any]) -> tuple[str, Callable[..., Any]]:
+    if inspect.isasyncgenfunction(dependency):
+        return "async with", contextlib.asynccontextmanager(dependency)
+    if inspect.isgeneratorfunction(dependency):
+        return "with", contextlib.contextmanager(dependency)
+    return "call", dependency
+
+
+def _warm_dependencies(fn: Callable[..., Any], seen: set[Any]) -> None:
+    for spec in specs_of(fn):
+        dependency = spec.dependency
+        if dependency is None or dependency in seen:
+            continue
+        seen.add(dependency)
+        entry_of(dependency)
+        _warm_dependencies(dependency, seen)
 
 
 def _joined(scopes: tuple[str, ...], more: tuple[str, ...]) -> tuple[str, ...]:

@@ -626,12 +626,62 @@ def _mapping(hint: Any, value: Any, loc: Sequence[Any], errors: Errors) -> Any:
     return INVALID if failed else out
 
 
+# class -> its fields' resolved hints, once resolved: `typing.get_type_hints` costs more than
+# validating a small body. Filled at build time by `warm` for the classes handlers take, so that
+# a fresh instance finds them resolved; shared, so never changed by a caller.
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
 def field_hints(cls: type) -> dict[str, Any]:
-    """The resolved type hints of a dataclass's or TypedDict's fields (with `Annotated` kept)."""
+    """The resolved type hints of a dataclass's or TypedDict's fields (with `Annotated` kept).
+    The same dict every time once they resolve: read it, never change it."""
+    found = _HINTS.get(cls)
+    if found is not None:
+        return found
     try:
-        return typing.get_type_hints(cls, include_extras=True)
+        found = _HINTS[cls] = typing.get_type_hints(cls, include_extras=True)
     except Exception:  # noqa: BLE001  (an unresolvable forward reference: keep the raw text)
-        return dict(getattr(cls, "__annotations__", {}))
+        return dict(getattr(cls, "__annotations__", {}))  # not kept: it may resolve later
+    return found
+
+
+# dataclass -> (name, hint, required) of each field `__init__` takes, worked out once.
+_INIT_FIELDS: dict[type, list[tuple[str, Any, bool]]] = {}
+
+
+def _init_fields(cls: type) -> list[tuple[str, Any, bool]]:
+    found = _INIT_FIELDS.get(cls)
+    if found is None:
+        hints = field_hints(cls)
+        found = [
+            (f.name, hints.get(f.name, typing.Any), f.default is _MISSING and f.default_factory is _MISSING)
+            for f in dataclasses.fields(cls)
+            if f.init
+        ]
+        if cls in _HINTS:  # resolved: the answer will not change
+            _INIT_FIELDS[cls] = found
+    return found
+
+
+def warm(hint: Any, seen: set[int] | None = None) -> None:
+    """Resolve now (at build time) the field hints of the dataclasses and TypedDicts that
+    `hint` is or contains, so that requests validating them find the work done."""
+    seen = set() if seen is None else seen
+    if id(hint) in seen:
+        return
+    seen.add(id(hint))
+    bare, _ = split_annotated(hint)
+    for arg in typing.get_args(bare):
+        warm(arg, seen)
+    if isinstance(bare, type) and (dataclasses.is_dataclass(bare) or is_typeddict(bare)):
+        try:
+            hints = field_hints(bare)
+            if dataclasses.is_dataclass(bare):
+                _init_fields(bare)
+        except Exception:  # noqa: BLE001  (speed only: a request works it out, or reports it)
+            return
+        for field_hint in hints.values():
+            warm(field_hint, seen)
 
 
 def _dataclass(cls: Any, value: Any, loc: Sequence[Any], errors: Errors) -> Any:
@@ -639,22 +689,19 @@ def _dataclass(cls: Any, value: Any, loc: Sequence[Any], errors: Errors) -> Any:
         return value
     if not isinstance(value, dict):
         return error(errors, "dataclass_type", loc, f"Input should be a dictionary or an instance of {cls.__name__}", value, {"class_name": cls.__name__})
-    hints = field_hints(cls)
     kwargs = {}
     failed = False
-    for field in dataclasses.fields(cls):
-        if not field.init:
-            continue
-        if field.name not in value:
-            if field.default is _MISSING and field.default_factory is _MISSING:
-                error(errors, "missing", list(loc) + [field.name], "Field required", value)
+    for name, hint, required in _init_fields(cls):
+        if name not in value:
+            if required:
+                error(errors, "missing", list(loc) + [name], "Field required", value)
                 failed = True
             continue
-        result = validate(hints.get(field.name, typing.Any), value[field.name], list(loc) + [field.name], errors)
+        result = validate(hint, value[name], list(loc) + [name], errors)
         if result is INVALID:
             failed = True
         else:
-            kwargs[field.name] = result
+            kwargs[name] = result
     if failed:
         return INVALID
     try:

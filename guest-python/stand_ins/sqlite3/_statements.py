@@ -2,30 +2,18 @@
 changes data, so that legacy transaction control opens a transaction first, as the standard
 library does."""
 
+import re
+
 # Statements that make the standard library open a transaction (when isolation_level is not
 # None and none is open). Nothing else does: not SELECT, not DDL, not `WITH ... INSERT`.
 _DATA_CHANGING = ("INSERT", "UPDATE", "DELETE", "REPLACE")
-_WHITESPACE = " \t\n\f\r"
+# Whitespace and comments (an unclosed `/*` runs to the end), then the first word.
+_LEADING = re.compile(r"(?:[ \t\n\f\r]+|--[^\n]*(?:\n|\Z)|/\*(?:.*?\*/|.*\Z))*([A-Za-z]*)", re.DOTALL)
 
 
 def leading_keyword(statement):
     """The first word of `statement`, upper case, after whitespace and SQL comments."""
-    i, end = 0, len(statement)
-    while i < end:
-        if statement[i] in _WHITESPACE:
-            i += 1
-        elif statement.startswith("--", i):
-            newline = statement.find("\n", i)
-            i = end if newline == -1 else newline + 1
-        elif statement.startswith("/*", i):
-            close = statement.find("*/", i + 2)
-            i = end if close == -1 else close + 2
-        else:
-            break
-    word_end = i
-    while word_end < end and statement[word_end].isascii() and statement[word_end].isalpha():
-        word_end += 1
-    return statement[i:word_end].upper()
+    return _LEADING.match(statement).group(1).upper()
 
 
 def changes_data(statement):
