@@ -415,6 +415,56 @@ def GET(request):
     }
 }
 
+/// The build's warm-up enters through the guest's own entry for a request (the host's call
+/// of `handle`), so the steps after the handler too are specialized in the snapshot: what
+/// `handle` runs once the handler has answered (whether a WebSocket took the call, the
+/// background tasks, the answer's conversion) is found specialized by a request that has not
+/// run it yet. Route code reaches them through its own stack.
+#[test]
+fn the_snapshot_holds_the_request_entry_warmed() {
+    let project = Project::built(&[(
+        "routes/entry/route.py",
+        r#"
+import dis
+import sys
+
+
+def _specialized(fn):
+    plain = [i.opname for i in dis.get_instructions(fn)]
+    adaptive = [i.opname for i in dis.get_instructions(fn, adaptive=True)]
+    return sum(a != b for a, b in zip(plain, adaptive))
+
+
+def GET(request):
+    frame = sys._getframe()
+    while frame is not None and not (frame.f_code.co_name == "handle" and frame.f_code.co_filename.endswith("dispatcher.py")):
+        frame = frame.f_back
+    if frame is None:
+        return {"found": False}
+    entry = frame.f_globals
+    return {
+        "found": True,
+        "specialized": {
+            "sockets.accepted": _specialized(entry["sockets"].accepted),
+            "pipeline.background_tasks": _specialized(entry["pipeline"].background_tasks),
+            "_to_wit": _specialized(entry["_to_wit"]),
+        },
+    }
+"#,
+    )]);
+    let server = Server::run(&project, &[]);
+    for _ in 0..2 {
+        let answer = json(server.get("/entry"));
+        assert_eq!(answer["found"], true, "{answer}");
+        for (name, count) in answer["specialized"].as_object().unwrap() {
+            assert!(
+                count.as_u64().unwrap() > 0,
+                "{name} is not warmed: {answer}"
+            );
+        }
+    }
+}
+
 /// The build works out what a request would otherwise redo every time: the resolved field
 /// types of the dataclasses and TypedDicts a handler takes (nested ones too), and how each
 /// `yield` dependency is entered. Route code counts the calls of `typing.get_type_hints` and

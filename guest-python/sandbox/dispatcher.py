@@ -197,7 +197,7 @@ class Guest(exports.Guest):
         # speed depends on it: a failure (a package that patched the standard library, say)
         # leaves a snapshot as correct as without it.
         try:
-            warmup.run(_to_wit)
+            warmup.run(lambda request, target: self.handle(request, target, []))
         except Exception:  # noqa: BLE001
             pass
         warmup.packages()

@@ -60,12 +60,6 @@ def run(request, target, sources):
     return LOOP.run_eagerly(_run(request, target, sources))
 
 
-def route_response(request, target):
-    """The `Response` of the route handler `target` (a `RouteTarget`) alone, without
-    middleware: the build's warm-up (`warmup`), which must run no project code."""
-    return LOOP.run_eagerly(_route(request, target))
-
-
 async def _run(request, target, sources):
     overrides = project.load_overrides(sources)
     if overrides:  # dev --overrides only; every instance starts without any
