@@ -159,6 +159,16 @@ def _stream(response):
     return _SENT
 
 
+def _reported(exc):
+    """What a call raises for an exception of project code: the host's report of it."""
+    return Err(project.error_report(exc))
+
+
+def _raw(exc):
+    """The exception itself (the build's warm-up: see `Guest._serve`)."""
+    return exc
+
+
 # What `handle` returns once the host has taken the response early: it is not sent.
 _SENT = HttpResponse(status=200, headers=[], body=b"", host_body=False)
 
@@ -197,7 +207,7 @@ class Guest(exports.Guest):
         # speed depends on it: a failure (a package that patched the standard library, say)
         # leaves a snapshot as correct as without it.
         try:
-            warmup.run(lambda request, target: self.handle(request, target, []))
+            warmup.run(lambda request, target: self._serve(request, target, [], _raw))
         except Exception:  # noqa: BLE001
             pass
         warmup.packages()
@@ -213,8 +223,20 @@ class Guest(exports.Guest):
             heap.fill()
         except Exception:  # noqa: BLE001
             pass
+        # After all of them, the warm-up's GET once more (`warmup.settle`).
+        try:
+            warmup.settle(lambda request, target: self._serve(request, target, [], _raw))
+        except Exception:  # noqa: BLE001
+            pass
 
     def handle(self, request, target, root_files):
+        return self._serve(request, target, root_files, _reported)
+
+    def _serve(self, request, target, root_files, failed):
+        """`handle`'s work; what project code raised is raised as `failed(exc)`. The build's
+        warm-up has it raised as it is: a report's traceback reads source files, and a file
+        read during a snapshot would keep the snapshot's view of the file system (none) for
+        every later instance."""
         _start_instance()
         path_values = {}
         if isinstance(target, Target_Route):
@@ -235,7 +257,7 @@ class Guest(exports.Guest):
         try:
             response = pipeline.run(req, target, dict(root_files))
         except BaseException as exc:
-            raise Err(project.error_report(exc)) from None
+            raise failed(exc) from None
         if sockets.accepted():
             return _SENT  # the WebSocket's 101 went out when it was accepted
         if isinstance(response, StreamingResponse):
@@ -244,7 +266,7 @@ class Guest(exports.Guest):
             answer = _to_wit(response)
             tasks = pipeline.background_tasks(response)
         except BaseException as exc:
-            raise Err(project.error_report(exc)) from None
+            raise failed(exc) from None
         if not tasks:
             return answer
         # Background tasks: the host sends the answer now; the tasks run after it, here, under
@@ -253,7 +275,7 @@ class Guest(exports.Guest):
         try:
             delivered = pipeline.after_response(answer, tasks)
         except BaseException as exc:
-            raise Err(project.error_report(exc)) from None
+            raise failed(exc) from None
         # Sent already: the host has no use for it again (a large body would be copied twice).
         return _SENT if delivered else answer
 

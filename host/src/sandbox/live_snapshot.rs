@@ -21,7 +21,7 @@
 use std::{sync::Arc, time::Duration};
 
 use super::{
-    Purpose, Sandbox, SandboxError, TimeLimits,
+    ProjectError, Purpose, Sandbox, SandboxError, TimeLimits,
     image::Image,
     slots::MemoryWatch,
     snapshot::{Sources, make_immortal},
@@ -65,6 +65,12 @@ impl Sandbox {
                         if let Err(error) = baked {
                             return Ok(Err(error));
                         }
+                        // A connection the snapshot kept would be a stale handle in every
+                        // request (as a build checks, `super::snapshot`).
+                        let open = store.data().db.open_connections();
+                        if open > 0 {
+                            return Ok(Err(still_open(open)));
+                        }
                         // The instance is alive and between calls: its memory holds still.
                         let memory = watch.copy();
                         let immortal = store.data_mut().immortal.take().unwrap_or_default();
@@ -100,5 +106,22 @@ impl Sandbox {
     /// The memory image calls start from.
     pub fn image(&self) -> &Arc<Image> {
         self.inner.guest.image()
+    }
+}
+
+/// The error of a snapshot whose import left `open` database connections open.
+fn still_open(open: usize) -> ProjectError {
+    ProjectError {
+        kind: "OperationalError".into(),
+        message: format!(
+            "{open} database connection(s) opened while the snapshot imported route modules are \
+             still open: close them before the import ends, or connect inside a handler or a \
+             dependency"
+        ),
+        file: None,
+        line: None,
+        frames: Vec::new(),
+        traceback: String::new(),
+        suggestions: Vec::new(),
     }
 }

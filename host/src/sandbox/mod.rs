@@ -950,10 +950,11 @@ impl Inner {
         if let Some(watch) = &watch {
             memory = memory.watched(watch.clone());
         }
-        // A snapshot imports with no database and a throwaway key-value store, as a build's
-        // bake does: a connection opened at import time would be in every later instance's
-        // memory, stale (the import fails instead, and `dev` serves that project from source).
-        let throwaway = watch.is_some().then(Data::default);
+        // A snapshot imports with no project database (only the warm-up's private `:memory:`
+        // ones) and a throwaway key-value store, as a build's bake does: a connection opened
+        // at import time would be in every later instance's memory, stale (the import fails
+        // instead, and `dev` serves that project from source).
+        let throwaway = watch.is_some().then(Data::for_build);
         let data = throwaway.as_ref().unwrap_or(&self.data);
         let mut state = CallState::new(wasi.build(), memory, data, deadline);
         if watch.is_some() {
