@@ -553,6 +553,22 @@ fn the_build_refuses_an_in_memory_database_at_import_and_one_left_open() {
         ),
         "{stderr}"
     );
+
+    // `dev`'s snapshot refuses it the same way, and `dev` serves the routes from source.
+    let server = Server::dev(&project);
+    server.wait_for_snapshot();
+    let log = server.log();
+    assert!(
+        log.contains(
+            "database connection(s) opened while the snapshot imported route modules are still open"
+        ),
+        "{log}"
+    );
+    assert!(
+        log.contains("every request imports the routes from source"),
+        "{log}"
+    );
+    assert_eq!(server.get("/eager").status(), 200);
 }
 
 #[test]

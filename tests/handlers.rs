@@ -376,17 +376,10 @@ fn a_built_handler_is_checked_against_its_path_parameters() {
 /// it then uses works as ever.
 #[test]
 fn the_snapshot_holds_the_database_path_warmed() {
-    let project = Project::built(&[(
-        "routes/warm/route.py",
+    let route = format!(
+        "{SPECIALIZED}{}",
         r#"
-import dis
 import sqlite3
-
-
-def _specialized(fn):
-    plain = [i.opname for i in dis.get_instructions(fn)]
-    adaptive = [i.opname for i in dis.get_instructions(fn, adaptive=True)]
-    return sum(a != b for a, b in zip(plain, adaptive))
 
 
 def GET(request):
@@ -400,18 +393,36 @@ def GET(request):
     row = conn.execute("SELECT 1 AS one").fetchone()
     conn.close()
     return {"specialized": counts, "one": row["one"]}
-"#,
-    )]);
+"#
+    );
+    let project = Project::built(&[("routes/warm/route.py", &route)]);
     let server = Server::run(&project, &[]);
     for _ in 0..2 {
         let answer = json(server.get("/warm"));
         assert_eq!(answer["one"], 1, "{answer}");
-        for (name, count) in answer["specialized"].as_object().unwrap() {
-            assert!(
-                count.as_u64().unwrap() > 0,
-                "{name} is not warmed: {answer}"
-            );
-        }
+        assert_all_specialized(&answer);
+    }
+}
+
+/// Route code's `_specialized(fn)`: how many of `fn`'s instructions the adaptive interpreter
+/// has specialized (its bytecode read with `dis`, none of it run).
+const SPECIALIZED: &str = r#"
+import dis
+
+
+def _specialized(fn):
+    plain = [i.opname for i in dis.get_instructions(fn)]
+    adaptive = [i.opname for i in dis.get_instructions(fn, adaptive=True)]
+    return sum(a != b for a, b in zip(plain, adaptive))
+"#;
+
+/// Every count in `answer["specialized"]` (from `_specialized`) is above zero.
+fn assert_all_specialized(answer: &serde_json::Value) {
+    for (name, count) in answer["specialized"].as_object().unwrap() {
+        assert!(
+            count.as_u64().unwrap() > 0,
+            "{name} is not warmed: {answer}"
+        );
     }
 }
 
@@ -422,17 +433,10 @@ def GET(request):
 /// run it yet. Route code reaches them through its own stack.
 #[test]
 fn the_snapshot_holds_the_request_entry_warmed() {
-    let project = Project::built(&[(
-        "routes/entry/route.py",
+    let route = format!(
+        "{SPECIALIZED}{}",
         r#"
-import dis
 import sys
-
-
-def _specialized(fn):
-    plain = [i.opname for i in dis.get_instructions(fn)]
-    adaptive = [i.opname for i in dis.get_instructions(fn, adaptive=True)]
-    return sum(a != b for a, b in zip(plain, adaptive))
 
 
 def GET(request):
@@ -450,8 +454,9 @@ def GET(request):
             "_to_wit": _specialized(entry["_to_wit"]),
         },
     }
-"#,
-    )]);
+"#
+    );
+    let project = Project::built(&[("routes/entry/route.py", &route)]);
     // `dev`'s snapshots warm up the same way (its files are only seen by requests).
     let dev = Server::dev(&project);
     dev.wait_for_snapshot();
@@ -459,12 +464,7 @@ def GET(request):
         for _ in 0..2 {
             let answer = json(server.get("/entry"));
             assert_eq!(answer["found"], true, "{answer}");
-            for (name, count) in answer["specialized"].as_object().unwrap() {
-                assert!(
-                    count.as_u64().unwrap() > 0,
-                    "{name} is not warmed: {answer}"
-                );
-            }
+            assert_all_specialized(&answer);
         }
     }
 }

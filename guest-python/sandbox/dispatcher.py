@@ -207,7 +207,7 @@ class Guest(exports.Guest):
         # speed depends on it: a failure (a package that patched the standard library, say)
         # leaves a snapshot as correct as without it.
         try:
-            warmup.run(lambda request, target: self._serve(request, target, [], _raw))
+            warmup.run(self._warm_up)
         except Exception:  # noqa: BLE001
             pass
         warmup.packages()
@@ -225,12 +225,16 @@ class Guest(exports.Guest):
             pass
         # After all of them, the warm-up's GET once more (`warmup.settle`).
         try:
-            warmup.settle(lambda request, target: self._serve(request, target, [], _raw))
+            warmup.settle(self._warm_up)
         except Exception:  # noqa: BLE001
             pass
 
     def handle(self, request, target, root_files):
         return self._serve(request, target, root_files, _reported)
+
+    def _warm_up(self, request, target):
+        """A warm-up request (`warmup`): no root files, failures raised as they are."""
+        return self._serve(request, target, [], _raw)
 
     def _serve(self, request, target, root_files, failed):
         """`handle`'s work; what project code raised is raised as `failed(exc)`. The build's

@@ -24,7 +24,7 @@ use super::{
     ProjectError, Purpose, Sandbox, SandboxError, TimeLimits,
     image::Image,
     slots::MemoryWatch,
-    snapshot::{Sources, make_immortal},
+    snapshot::{Sources, connections_left_open, make_immortal},
 };
 
 /// The limits of a snapshot's `bake`: a project's whole import (SQLAlchemy and pydantic take
@@ -113,11 +113,7 @@ impl Sandbox {
 fn still_open(open: usize) -> ProjectError {
     ProjectError {
         kind: "OperationalError".into(),
-        message: format!(
-            "{open} database connection(s) opened while the snapshot imported route modules are \
-             still open: close them before the import ends, or connect inside a handler or a \
-             dependency"
-        ),
+        message: connections_left_open(open, "the snapshot"),
         file: None,
         line: None,
         frames: Vec::new(),

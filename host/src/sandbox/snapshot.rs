@@ -172,11 +172,7 @@ async fn run_bake(
     // A connection the snapshot kept would be a stale handle in every request.
     let open = store.data().db.open_connections();
     if open > 0 {
-        anyhow::bail!(
-            "{open} database connection(s) opened while the build imported route modules are \
-             still open: close them before the import ends, or connect inside a handler or a \
-             dependency"
-        );
+        anyhow::bail!(connections_left_open(open, "the build"));
     }
     let immortal = store.data_mut().immortal.take().unwrap_or_default();
     Ok(Snapshotter {
@@ -184,6 +180,15 @@ async fn run_bake(
         instance,
         immortal,
     })
+}
+
+/// Why a snapshot whose import (by `who`: the build, `dev`'s snapshot) left `open` database
+/// connections open is refused: each would be a stale handle in every request.
+pub(super) fn connections_left_open(open: usize, who: &str) -> String {
+    format!(
+        "{open} database connection(s) opened while {who} imported route modules are still \
+         open: close them before the import ends, or connect inside a handler or a dependency"
+    )
 }
 
 /// The instrumented guest compiled for `engine`. It is the same for every project (the
