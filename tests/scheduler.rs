@@ -306,3 +306,57 @@ fn scheduling_settings_are_checked_with_the_line() {
         );
     }
 }
+
+/// A thread of `pid`: its name and its scheduling policy (`/proc/<pid>/task/<tid>/stat`).
+fn threads_of(pid: u32) -> Vec<(String, i64)> {
+    let mut threads = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let task = task.unwrap().path();
+        let (Ok(name), Ok(stat)) = (
+            std::fs::read_to_string(task.join("comm")),
+            std::fs::read_to_string(task.join("stat")),
+        ) else {
+            continue; // the thread ended meanwhile
+        };
+        // After the name in parentheses, field 3 (the state) onwards; the policy is field 41.
+        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+        threads.push((name.trim().to_string(), fields[41 - 3].parse().unwrap()));
+    }
+    threads
+}
+
+#[test]
+fn async_threads_are_in_the_batch_class_and_guest_threads_are_not() {
+    const SCHED_OTHER: i64 = 0;
+    const SCHED_BATCH: i64 = 3;
+    let project = Project::new(&[(
+        "routes/hi/route.py",
+        "import sqlite3\n\ndef GET(request):\n    sqlite3.connect('data.db').execute('select 1')\n    return 'hi'\n",
+    )]);
+    let server = Server::dev(&project);
+    assert_eq!(server.get("/hi").status(), 200);
+    let threads = threads_of(server.pid());
+    let policy_of = |prefix: &str| -> Vec<i64> {
+        threads
+            .iter()
+            .filter(|(name, _)| name.starts_with(prefix))
+            .map(|(_, policy)| *policy)
+            .collect()
+    };
+    // A woken async thread must not take the core from a running guest (scheduler docs).
+    let async_threads = policy_of("tokio-r");
+    assert!(!async_threads.is_empty(), "{threads:?}");
+    assert!(
+        async_threads.iter().all(|p| *p == SCHED_BATCH),
+        "{threads:?}"
+    );
+    // Nor may the threads that must run when they wake, though some are started from one.
+    for prompt in ["filerouter-gues", "filerouter-epoc", "filerouter-db"] {
+        let threads_of_kind = policy_of(prompt);
+        assert!(!threads_of_kind.is_empty(), "{prompt}: {threads:?}");
+        assert!(
+            threads_of_kind.iter().all(|p| *p == SCHED_OTHER),
+            "{threads:?}"
+        );
+    }
+}
