@@ -478,8 +478,7 @@ fn cache_dir(root: &std::path::Path, flag: Option<&std::path::Path>) -> anyhow::
 }
 
 /// The async runtime a command runs on: [`async_threads`] worker threads, unless
-/// `TOKIO_WORKER_THREADS` sets how many, in the batch class
-/// ([`crate::scheduler::async_thread_started`]).
+/// `TOKIO_WORKER_THREADS` sets how many.
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     let threads = match std::env::var_os("TOKIO_WORKER_THREADS") {
         None => async_threads(crate::scheduler::cores()),
@@ -496,7 +495,6 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     };
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
-        .on_thread_start(crate::scheduler::async_thread_started)
         .enable_all()
         .build()
         .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))

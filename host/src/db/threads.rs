@@ -135,12 +135,7 @@ fn start_thread() -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("filerouter-db".into())
         .stack_size(STACK_BYTES)
-        .spawn(|| {
-            // The normal class, whichever thread started this one (an async thread's is
-            // the batch class: `scheduler::async_thread_started`).
-            set_idle_class(false);
-            work()
-        })
+        .spawn(work)
         .map(drop)
 }
 

@@ -86,33 +86,6 @@ pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// Called on each async thread (and each of Tokio's blocking threads) as it starts: puts it
-/// in the kernel's batch class (`SCHED_BATCH`), so that waking it never preempts a running
-/// guest. An async thread woken by a request's bytes or by a guest's answer then runs when a
-/// guest thread waits or its time slice ends, and handles everything that became ready
-/// meanwhile at once, instead of taking the core from the guest for each event. It gets its
-/// fair share of the CPU as before; only the preemption on wake-up goes. On a 2-core machine
-/// under load this cut context switches from about 3.4 to 1.2 a request and CPU per request
-/// by about 4 % (`bench/README.md`); where a core is idle the woken thread runs there at once.
-/// A kernel that refuses leaves the thread as it was.
-pub fn async_thread_started() {
-    set_class(libc::SCHED_BATCH);
-}
-
-/// Called on each thread that must run as soon as it wakes (the guest threads, the epoch
-/// tickers) as it starts: the normal class (`SCHED_OTHER`), whatever the class of the thread
-/// that started it (a thread inherits its creator's, and an async thread's is the batch
-/// class: [`async_thread_started`]).
-pub fn prompt_thread_started() {
-    set_class(libc::SCHED_OTHER);
-}
-
-fn set_class(policy: libc::c_int) {
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param.
-    let _ = unsafe { libc::sched_setscheduler(0, policy, &param) };
-}
-
 /// How many guest instances exist at once by default: [`WORKERS_PER_CORE`] per core.
 pub fn default_workers() -> usize {
     cores() * WORKERS_PER_CORE

@@ -88,7 +88,6 @@ impl Threads {
                 .name(format!("filerouter-guest-{n}"))
                 .spawn(move || {
                     let _entered = runtime.as_ref().map(|r| r.enter());
-                    super::prompt_thread_started();
                     threads.work(n);
                 });
             if let Err(e) = spawned {
