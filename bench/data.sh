@@ -25,14 +25,16 @@
 # `0001_posts.postgres.sql` beside the migration and without the blog's `PRAGMA foreign_keys`
 # (a SQLite statement); against bench/peer/blog_psycopg.py (FastAPI + psycopg 3 and its pool,
 # one uvicorn worker) on the same tables. Postgres's own CPU is then shown beside the server's.
-# Knobs: DURATION (10s), CONNS (8), RUNS (3), WARMUP (2s), FILEROUTER_BIN, FILEROUTER_BASE,
-# BACKEND (sqlite).
+# Knobs: DURATION (10s), CONNS (8), RUNS (3), ROUNDS (1: each server once; more alternate the
+# servers, and the medians are over every round's runs), WARMUP (2s), FILEROUTER_BIN,
+# FILEROUTER_BASE, BACKEND (sqlite).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
 DURATION="${DURATION:-10s}"
 CONNS="${CONNS:-8}"
 RUNS="${RUNS:-3}"
+ROUNDS="${ROUNDS:-1}"
 WARMUP="${WARMUP:-2s}"
 BACKEND="${BACKEND:-sqlite}"
 PORT=8761
@@ -211,19 +213,31 @@ measure() { # label command... ; each endpoint gets a server on a fresh database
   done
 }
 
-{
-  measure "filerouter-run" "$BIN" run --project "$OUT/blog" --port "$PORT"
-  if [ -n "${BASE:-}" ]; then
-    measure "filerouter-base" "$BASE" run --project "$OUT/blog-base" --port "$PORT"
+measure_server() { # which: this, base or fastapi
+  case "$1" in
+    this) measure "filerouter-run" "$BIN" run --project "$OUT/blog" --port "$PORT" ;;
+    base) measure "filerouter-base" "$BASE" run --project "$OUT/blog-base" --port "$PORT" ;;
+    fastapi)
+      if [ "$BACKEND" = postgres ]; then
+        measure "fastapi-1-worker" env PYTHONPATH="$ROOT/bench/peer" "$ROOT/bench/.venv/bin/uvicorn" \
+          peer_postgres:app --app-dir "$OUT" --port "$PORT" --log-level warning
+      else
+        measure "fastapi-1-worker" env PYTHONPATH="$ROOT/examples/blog" "$ROOT/bench/.venv/bin/uvicorn" \
+          peer_sqlite:app --app-dir "$OUT" --port "$PORT" --log-level warning
+      fi ;;
+  esac
+}
+
+# ROUNDS > 1: the servers in turn, the order reversed every other round, so that a machine
+# that gets busier or quieter during the run does not favour the one measured first.
+servers=(this); [ -n "${BASE:-}" ] && servers+=(base); servers+=(fastapi)
+for round in $(seq "$ROUNDS"); do
+  order=("${servers[@]}")
+  if [ $((round % 2)) = 0 ]; then
+    order=(); for ((j = ${#servers[@]} - 1; j >= 0; j--)); do order+=("${servers[j]}"); done
   fi
-  if [ "$BACKEND" = postgres ]; then
-    measure "fastapi-1-worker" env PYTHONPATH="$ROOT/bench/peer" "$ROOT/bench/.venv/bin/uvicorn" \
-      peer_postgres:app --app-dir "$OUT" --port "$PORT" --log-level warning
-  else
-    measure "fastapi-1-worker" env PYTHONPATH="$ROOT/examples/blog" "$ROOT/bench/.venv/bin/uvicorn" \
-      peer_sqlite:app --app-dir "$OUT" --port "$PORT" --log-level warning
-  fi
-} > "$OUT/raw.txt"
+  for which in "${order[@]}"; do measure_server "$which"; done
+done > "$OUT/raw.txt"
 
 python3 - "$OUT/raw.txt" "$(getconf CLK_TCK)" "$CONNS" "$DURATION" "$RUNS" "$BACKEND" <<'PY'
 import statistics, sys
@@ -233,7 +247,7 @@ for line in open(raw):
     label, endpoint, n, rps, cpu, pg, errors = line.split()
     rows.setdefault((label, endpoint.replace("_", " ")), []).append(
         (float(rps), int(cpu) / ticks * 1000 / int(n), int(pg) / ticks * 1000 / int(n), int(errors)))
-print(f"examples/blog on {backend}, wrk -t1 -c{conns} -d{duration}, median of {runs} runs")
+print(f"examples/blog on {backend}, wrk -t1 -c{conns} -d{duration}, median of {runs} runs a round")
 print()
 pg = backend == "postgres"
 print("| server | endpoint | req/s | CPU ms / request |" + (" Postgres's CPU ms / request |" if pg else "") + " errors |")
