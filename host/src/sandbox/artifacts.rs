@@ -107,7 +107,8 @@ pub fn images_max_bytes() -> u64 {
 pub const IMAGES_MAX_MB: u64 = 2048;
 
 /// Remove the files directly in `dir` whose names start with `prefix` and end in `.cwasm` (or
-/// `.img` and `.layer`, memory images), other than `keep`, that were not used for `max_age`; then, while
+/// `.img` and `.layer`, memory images, and `.hot`, their records of the pages requests read), other
+/// than `keep`, that were not used for `max_age`; then, while
 /// those left (`keep` included) take more than `max_bytes`, the least recently used of them.
 /// Best effort: a file that cannot be read or removed is left. Returns how many were removed.
 pub fn prune_unused(
@@ -127,7 +128,7 @@ pub fn prune_unused(
         let path = entry.path();
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        let ours = [".cwasm", ".img", ".layer"]
+        let ours = [".cwasm", ".img", ".layer", ".hot"]
             .iter()
             .any(|suffix| name.ends_with(suffix));
         if !name.starts_with(prefix) || !ours {

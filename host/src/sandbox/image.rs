@@ -30,7 +30,8 @@
 //! slot maps about 780 pages instead of 7,169. The cost: the first requests after an image is
 //! loaded read its pages from the disk one at a time (examples/hello: about 800 reads, 60 to 80
 //! ms on the project's VM), once, until the kernel evicts them; a page cache left by an earlier
-//! process is kept.
+//! process is kept, and a process that finds none has the pages an earlier process's requests
+//! read ([`super::hot_pages`]) read as it maps the image, before its first request.
 //!
 //! This module makes and maps images; it does not choose where an instance's memory lives (see
 //! `slots`) or how it is reset (see `reset`).
@@ -48,6 +49,7 @@ use wasmparser::{DataKind, Operator, Parser, Payload};
 use super::{
     artifacts,
     checked_code::{self, CodeKey, Refusal},
+    hot_pages::{self, HOST_PAGE},
     layer,
 };
 
@@ -508,6 +510,15 @@ pub struct Image {
     source: usize,
     /// How many memory slots map this image now (see [`Image::held`]).
     holders: std::sync::atomic::AtomicUsize,
+    /// For a whole image kept in a cache folder: where the record of the pages its requests
+    /// read goes (`hot_pages`), and how many requests it served.
+    hot: Option<HotRecord>,
+}
+
+/// See [`Image::hot`].
+struct HotRecord {
+    image_path: std::path::PathBuf,
+    served: std::sync::atomic::AtomicU64,
 }
 
 /// What an image kept as a layer is made of: its base's pages, and its own over them.
@@ -599,8 +610,24 @@ impl Image {
         let verified = checked_code::open(path)
             .and_then(|opened| opened.expect(hash))
             .map_err(WholeRefused::Check)?;
-        let image = Self::map(*hash, verified.into_file(), None).map_err(WholeRefused::Map)?;
+        let mut image = Self::map(*hash, verified.into_file(), None).map_err(WholeRefused::Map)?;
         image.drop_unused_cache(cached);
+        let preloaded = hot_pages::preload(&image.file, image.len, path);
+        if preloaded > 0 {
+            tracing::debug!(
+                "memory image {}: {preloaded} pages its requests read are being read",
+                &hash.to_hex()[..12]
+            );
+        }
+        // The page cache tells which pages requests read only if it held nothing else when
+        // they started: pages an earlier process left for another reason (a build comparing
+        // a layer with its base reads the whole base) would be recorded as read.
+        let clean =
+            cached.is_none_or(|cached| hot_pages::covers(path, image.len, &cached.resident));
+        image.hot = clean.then(|| HotRecord {
+            image_path: path.to_path_buf(),
+            served: std::sync::atomic::AtomicU64::new(0),
+        });
         Ok(Self::register_base(dir, image))
     }
 
@@ -683,8 +710,10 @@ impl Image {
             .take(BASES_COMPARED)
             .filter_map(|candidate| Self::base(dir, candidate).ok())
             .find_map(|base| {
-                let runs = layer::difference(base.bytes(), bytes)?;
-                Some((base, runs))
+                let cached = CachedPages::of(&image_path(dir, &base.hash));
+                let runs = layer::difference(base.bytes(), bytes);
+                base.forget_compared_pages(cached.as_ref());
+                Some((base, runs?))
             })?;
         let encoded = layer::encode(&layer_key(), hash, &base.hash, bytes, &runs);
         let path = layer_path(dir, hash);
@@ -858,6 +887,7 @@ impl Image {
             layered,
             source: source as usize,
             holders: std::sync::atomic::AtomicUsize::new(0),
+            hot: None,
         };
         // SAFETY: the reservation just made, `len` bytes; read-only shared mappings of regular
         // files that only this process's user may change (checked in `checked_code::open`).
@@ -1028,6 +1058,29 @@ impl Image {
         );
     }
 
+    /// After [`Image::store_layer`] compared this image with another (reading all of it
+    /// through [`Image::source`]), drop what that read into the page cache (the pages
+    /// `cached`, taken before, does not name): else the next process to map the image would
+    /// keep all of it cached, its slots would map thousands of pages, and its record of the
+    /// pages requests read would name them all (`hot_pages`). Only while no slot maps the
+    /// image (a build, or a server none of whose instances uses it).
+    fn forget_compared_pages(&self, cached: Option<&CachedPages>) {
+        use std::sync::atomic::Ordering;
+        if self.holders.load(Ordering::Relaxed) != 0 {
+            return;
+        }
+        // SAFETY: the read-only shared mapping made in `map`; dropping its page-table entries
+        // only makes later reads fault the file's pages in again.
+        unsafe {
+            libc::madvise(
+                self.source as *mut libc::c_void,
+                self.len,
+                libc::MADV_DONTNEED,
+            )
+        };
+        self.drop_unused_cache(cached);
+    }
+
     /// A memory slot maps this image now (`true`), or no longer (`false`). When the last slot
     /// lets go, the pages the resets read through [`Image::source`] are unmapped from it (the
     /// file's page cache stays, the kernel's to keep or drop): an idle project holds no
@@ -1051,6 +1104,30 @@ impl Image {
                     )
                 };
             }
+        }
+    }
+
+    /// A request was served from this image: after [`hot_pages::RECORD_AFTER`] of them (and
+    /// [`hot_pages::RECORD_AGAIN_AFTER`]), the pages of its file (its base's, for a layer: a
+    /// layer's own pages are few and read whole when it is checked) in the page cache are
+    /// written down for the next process ([`hot_pages`]). Called on the thread that resets
+    /// the request's memory, never on an async one: a record is a small file written.
+    pub fn served(&self) {
+        let image = self.layered.as_ref().map_or(self, |layered| &layered.base);
+        let Some(hot) = &image.hot else { return };
+        let served = hot
+            .served
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        if served != hot_pages::RECORD_AFTER && served != hot_pages::RECORD_AGAIN_AFTER {
+            return;
+        }
+        match hot_pages::record(&image.file, image.len, &hot.image_path) {
+            Ok(pages) => tracing::debug!(
+                "memory image {}: {pages} pages its requests read, recorded after {served} requests",
+                &image.hash.to_hex()[..12]
+            ),
+            Err(e) => tracing::debug!("could not record the pages requests read: {e}"),
         }
     }
 
@@ -1138,27 +1215,8 @@ impl CachedPages {
         if len == 0 || len > MAX_IMAGE_BYTES {
             return None;
         }
-        // SAFETY: a fresh read-only shared mapping of `len` bytes, unmapped below; nothing
-        // reads through it (mincore only looks at the page cache).
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if map == libc::MAP_FAILED {
-            return None;
-        }
-        let mut resident = vec![0u8; len.div_ceil(HOST_PAGE)];
-        // SAFETY: `resident` has one byte per page of the mapping.
-        let rc = unsafe { libc::mincore(map, len, resident.as_mut_ptr()) };
-        // SAFETY: the mapping made above.
-        unsafe { libc::munmap(map, len) };
-        if rc != 0 || resident.iter().all(|page| page & 1 != 0) {
+        let resident = hot_pages::resident(&file, len)?;
+        if resident.iter().all(|page| page & 1 != 0) {
             return None;
         }
         Some(Self { resident, len })
@@ -1181,9 +1239,6 @@ impl CachedPages {
         ranges
     }
 }
-
-/// The host's page size, in which the page cache is looked at.
-const HOST_PAGE: usize = 4096;
 
 impl Drop for Image {
     fn drop(&mut self) {
@@ -1329,6 +1384,89 @@ mod tests {
             .unwrap();
         assert!(error.to_string().contains("does not hash"), "{error}");
         assert!(!path.exists());
+    }
+
+    /// The pages one process's requests read from an image are recorded after its first
+    /// requests, and a later process that finds none of the image's file cached has exactly
+    /// those read as it maps the image (see `hot_pages`), layers' requests counting for their
+    /// base.
+    #[test]
+    fn the_pages_requests_read_are_read_before_the_next_process_needs_them() {
+        // On the disk (a memory file system keeps every page cached).
+        let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target");
+        std::fs::create_dir_all(&target).unwrap();
+        let dir = tempfile::tempdir_in(target).unwrap();
+        let bytes = variant(4, 11, &[], 0);
+        let hash = blake3::hash(&bytes);
+        let image = Image::load(dir.path(), &hash, || Ok(bytes.clone())).unwrap();
+        let cached = |image: &Image| -> Vec<usize> {
+            let pages = hot_pages::resident(&image.file, image.len).unwrap();
+            (0..pages.len()).filter(|&p| pages[p] & 1 != 0).collect()
+        };
+        // A layer's requests count for its base, whose pages they read.
+        let layered = variant(4, 11, &[30], 0xEE);
+        let layer_hash = blake3::hash(&layered);
+        let layer = Image::load(dir.path(), &layer_hash, || Ok(layered.clone())).unwrap();
+        assert!(layer.layered.is_some(), "{layer:?}");
+        // Comparing the layer with its base read all of the base: dropped again.
+        assert_eq!(cached(&image), Vec::<usize>::new());
+        let file = File::open(image_path(dir.path(), &hash)).unwrap();
+        let read = [1, 2, 17, 60];
+        for page in read {
+            // SAFETY: within the image's mapping.
+            let byte =
+                unsafe { std::ptr::read_volatile((image.source + page * HOST_PAGE) as *const u8) };
+            assert_eq!(byte, bytes[page * HOST_PAGE]);
+        }
+        let record = dir.path().join(format!("{}.hot", hash.to_hex()));
+        for served in 1..hot_pages::RECORD_AFTER {
+            if served % 2 == 0 {
+                image.served()
+            } else {
+                layer.served()
+            }
+            assert!(!record.exists(), "recorded after {served} requests");
+        }
+        layer.served();
+        assert!(record.exists());
+        // The next process: the image's pages not cached any more.
+        drop((image, layer));
+        // SAFETY: advice on a descriptor of ours.
+        unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        let image = Image::load(dir.path(), &hash, || unreachable!()).unwrap();
+        let started = std::time::Instant::now();
+        while cached(&image).len() < read.len() && started.elapsed().as_secs() < 10 {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(cached(&image), read);
+        // A damaged record reads nothing, and the image is still mapped from its file.
+        drop(image);
+        std::fs::write(&record, b"filerouter-hot1\n garbage").unwrap();
+        // SAFETY: as above.
+        unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        let image = Image::load(dir.path(), &hash, || unreachable!()).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert_eq!(cached(&image), Vec::<usize>::new());
+        assert_eq!(image.bytes(), &bytes[..]);
+        // A process that finds pages of the image cached that no record names (left for
+        // another reason) writes no record: it could not tell which pages its requests read.
+        drop(image);
+        // SAFETY: as above.
+        unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        let other = File::open(image_path(dir.path(), &hash)).unwrap();
+        // SAFETY: as above.
+        unsafe { libc::posix_fadvise(other.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+        use std::os::unix::fs::FileExt;
+        other.read_exact_at(&mut vec![0; 8 * HOST_PAGE], 0).unwrap();
+        let image = Image::load(dir.path(), &hash, || unreachable!()).unwrap();
+        assert_eq!(cached(&image), (0..8).collect::<Vec<_>>());
+        for _ in 0..hot_pages::RECORD_AFTER {
+            image.served();
+        }
+        assert_eq!(
+            std::fs::read(&record).unwrap(),
+            b"filerouter-hot1\n garbage"
+        );
     }
 
     /// `pages` wasm pages of numbers from `seed`, with the host pages `changed` set to `mark`.

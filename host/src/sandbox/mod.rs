@@ -31,6 +31,7 @@ mod compiled_functions;
 mod config_py;
 pub mod engine;
 mod guest;
+mod hot_pages;
 pub mod image;
 mod layer;
 mod limits;

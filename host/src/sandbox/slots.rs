@@ -272,6 +272,7 @@ impl SlotsInner {
     /// Reset `slot` and put it on the free list; a slot past `capacity`, or one that cannot be
     /// reset, is unmapped.
     fn give_back(&self, mut slot: Slot) {
+        slot.image.served();
         let total = self.total.load(Ordering::Relaxed);
         if total > self.capacity {
             self.total.fetch_sub(1, Ordering::Relaxed);
