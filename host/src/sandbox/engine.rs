@@ -122,6 +122,13 @@ impl SandboxEngine {
         Ok(self.guest(component, image))
     }
 
+    /// Map (or, on this machine's first start, compile) the guest's code now rather than for
+    /// the first project loaded: a server of tenants, which loads them on their first requests,
+    /// does this at start so that no tenant's first answer pays for it.
+    pub fn prepare(&self) -> Result<(), EngineError> {
+        self.code().map(drop)
+    }
+
     fn guest(&self, component: Component, image: Arc<Image>) -> Guest {
         Guest {
             engine: self.clone(),
