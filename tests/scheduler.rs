@@ -306,3 +306,85 @@ fn scheduling_settings_are_checked_with_the_line() {
         );
     }
 }
+
+const SCHED_OTHER: i64 = 0;
+const SCHED_BATCH: i64 = 3;
+
+/// Each thread of `pid`: its name and its scheduling policy (`/proc/<pid>/task/<tid>/stat`).
+fn threads_of(pid: u32) -> Vec<(String, i64)> {
+    let mut threads = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let task = task.unwrap().path();
+        let (Ok(name), Ok(stat)) = (
+            std::fs::read_to_string(task.join("comm")),
+            std::fs::read_to_string(task.join("stat")),
+        ) else {
+            continue; // the thread ended meanwhile
+        };
+        // After the name in parentheses, field 3 (the state) onwards; the policy is field 41.
+        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+        threads.push((name.trim().to_string(), fields[41 - 3].parse().unwrap()));
+    }
+    threads
+}
+
+/// The policies of `pid`'s threads whose names start with `prefix` (at least one).
+fn policies(pid: u32, prefix: &str) -> Vec<i64> {
+    let threads = threads_of(pid);
+    let found: Vec<i64> = threads
+        .iter()
+        .filter(|(name, _)| name.starts_with(prefix))
+        .map(|(_, policy)| *policy)
+        .collect();
+    assert!(!found.is_empty(), "no thread {prefix}*: {threads:?}");
+    found
+}
+
+/// Ask for `/hi` every 100 ms, up to 30 s (`dev` builds its snapshot meanwhile: long calls),
+/// until every async thread of `server` is in the batch class; their policies.
+fn async_threads_calm_down(server: &Server) -> Vec<i64> {
+    let mut seen = Vec::new();
+    for _ in 0..300 {
+        assert_eq!(server.get("/hi").status(), 200);
+        seen = policies(server.pid(), "tokio-r");
+        if seen.iter().all(|p| *p == SCHED_BATCH) {
+            break;
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    seen
+}
+
+#[test]
+fn async_threads_are_in_the_batch_class_only_while_every_guest_call_is_short() {
+    let project = Project::new(&[
+        (
+            "routes/hi/route.py",
+            "import sqlite3\n\ndef GET(request):\n    sqlite3.connect('data.db').execute('select 1')\n    return 'hi'\n",
+        ),
+        ("routes/busy/route.py", &busy_route()),
+    ]);
+    let server = Server::dev(&project);
+    let pid = server.pid();
+    // Short calls only: a woken async thread does not take the core from a running guest.
+    let seen = async_threads_calm_down(&server);
+    assert!(seen.iter().all(|p| *p == SCHED_BATCH), "{seen:?}");
+    // The threads that must run when they wake never are, though some are started from one.
+    for prompt in ["filerouter-gues", "filerouter-epoc", "filerouter-db"] {
+        let seen = policies(pid, prompt);
+        assert!(seen.iter().all(|p| *p == SCHED_OTHER), "{prompt}: {seen:?}");
+    }
+
+    // A call that burns CPU: other requests must be read and answered beside it at once.
+    assert_eq!(server.get("/busy").status(), 200);
+    let seen = policies(pid, "tokio-r");
+    assert!(seen.iter().all(|p| *p == SCHED_OTHER), "{seen:?}");
+
+    // A second and more of short calls only: back to the batch class.
+    let seen = async_threads_calm_down(&server);
+    assert!(seen.iter().all(|p| *p == SCHED_BATCH), "{seen:?}");
+    for prompt in ["filerouter-gues", "filerouter-epoc", "filerouter-db"] {
+        let seen = policies(pid, prompt);
+        assert!(seen.iter().all(|p| *p == SCHED_OTHER), "{prompt}: {seen:?}");
+    }
+}

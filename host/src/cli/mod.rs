@@ -478,7 +478,8 @@ fn cache_dir(root: &std::path::Path, flag: Option<&std::path::Path>) -> anyhow::
 }
 
 /// The async runtime a command runs on: [`async_threads`] worker threads, unless
-/// `TOKIO_WORKER_THREADS` sets how many.
+/// `TOKIO_WORKER_THREADS` sets how many, in the class that follows the guests' calls
+/// ([`crate::scheduler::async_thread_started`]).
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     let threads = match std::env::var_os("TOKIO_WORKER_THREADS") {
         None => async_threads(crate::scheduler::cores()),
@@ -495,6 +496,8 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     };
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
+        .on_thread_start(crate::scheduler::async_thread_started)
+        .on_thread_stop(crate::scheduler::async_thread_stopped)
         .enable_all()
         .build()
         .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))

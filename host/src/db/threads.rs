@@ -135,7 +135,12 @@ fn start_thread() -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("filerouter-db".into())
         .stack_size(STACK_BYTES)
-        .spawn(work)
+        .spawn(|| {
+            // The normal class, whichever thread started this one (an async thread may be
+            // in the batch class: `scheduler::async_thread_started`).
+            set_idle_class(false);
+            work()
+        })
         .map(drop)
 }
 

@@ -78,6 +78,7 @@ fn start_epoch_ticker(engine: &Engine) {
     let spawned = std::thread::Builder::new()
         .name("filerouter-plugin-epoch".into())
         .spawn(move || {
+            crate::scheduler::prompt_thread_started();
             while let Some(engine) = weak.upgrade() {
                 engine.increment_epoch();
                 drop(engine);

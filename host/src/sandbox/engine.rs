@@ -330,6 +330,7 @@ fn start_epoch_ticker(engine: &Engine) {
     std::thread::Builder::new()
         .name("filerouter-epoch".into())
         .spawn(move || {
+            crate::scheduler::prompt_thread_started();
             while let Some(engine) = weak.upgrade() {
                 engine.increment_epoch();
                 drop(engine);

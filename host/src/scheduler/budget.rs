@@ -308,6 +308,7 @@ impl Budget {
     pub fn tick(&self) -> Verdict {
         let meter = &self.meter;
         let cpu = meter.cpu_in_poll();
+        super::async_class::call_seen(Duration::from_nanos(cpu));
         let all_cpu = cpu + meter.host_cpu.load(Relaxed);
         meter.charge(all_cpu);
         if all_cpu >= meter.cpu_limit.load(SeqCst) {

@@ -56,9 +56,15 @@
 //! too leaves out time spent queued or waiting for a thread. So no call is stopped for time
 //! it spent waiting.
 //!
+//! **The async threads' class.** While every guest call is short, the async threads are in
+//! the kernel's batch class, so that waking one never takes the core from a running guest; a
+//! call seen past 2 ms of CPU at an epoch tick puts them back in the normal class until calls
+//! are short again (`async_class`).
+//!
 //! Not here: what a guest is or how it traps (`sandbox`), HTTP statuses (`router`), which
 //! tenant a request belongs to (`tenants`).
 
+mod async_class;
 mod budget;
 mod threads;
 
@@ -77,6 +83,8 @@ use budget::Meter;
 pub(crate) use budget::thread_cpu_ns;
 pub use budget::{Budget, Limit, Overrun, TimeLimits, Verdict};
 use threads::Threads;
+
+pub use async_class::{async_thread_started, async_thread_stopped, prompt_thread_started};
 
 /// Guest instances per core when nothing says otherwise: one running, one waiting on the host.
 pub const WORKERS_PER_CORE: usize = 2;

@@ -88,6 +88,7 @@ impl Threads {
                 .name(format!("filerouter-guest-{n}"))
                 .spawn(move || {
                     let _entered = runtime.as_ref().map(|r| r.enter());
+                    super::prompt_thread_started();
                     threads.work(n);
                 });
             if let Err(e) = spawned {
@@ -231,6 +232,7 @@ impl Threads {
         while let Some(task) = self.next(n) {
             task.run();
             self.set_running(n, None);
+            super::async_class::call_ended();
         }
     }
 
