@@ -340,11 +340,11 @@ fn policies(pid: u32, prefix: &str) -> Vec<i64> {
     found
 }
 
-/// Ask for `/hi` every 100 ms, up to 30 s (`dev` builds its snapshot meanwhile: long calls),
+/// Ask for `/hi` every 100 ms, up to 60 s (`dev` builds its snapshot meanwhile: long calls),
 /// until every async thread of `server` is in the batch class; their policies.
 fn async_threads_calm_down(server: &Server) -> Vec<i64> {
     let mut seen = Vec::new();
-    for _ in 0..300 {
+    for _ in 0..600 {
         assert_eq!(server.get("/hi").status(), 200);
         seen = policies(server.pid(), "tokio-r");
         if seen.iter().all(|p| *p == SCHED_BATCH) {
