@@ -40,25 +40,17 @@ pub const LONG_CALL: Duration = Duration::from_millis(2);
 /// the batch class.
 pub const CALM: Duration = Duration::from_secs(1);
 
-/// The async threads (by thread id) and whether they are in the batch class now. One lock:
-/// a thread that starts during a switch gets the class the switch ends in.
-static ASYNC_THREADS: Mutex<AsyncThreads> = Mutex::new(AsyncThreads {
-    ids: Vec::new(),
-    batch: true,
-});
+/// The async threads, by thread id. A switch changes [`BATCH`] under this lock, so a thread
+/// that starts during a switch gets the class the switch ends in.
+static ASYNC_THREADS: Mutex<Vec<libc::pid_t>> = Mutex::new(Vec::new());
 
-/// Whether the async threads are in the batch class, readable without the lock.
+/// Whether the async threads are in the batch class now.
 static BATCH: AtomicBool = AtomicBool::new(true);
 
-/// When a long call was last seen, in milliseconds since [`START`] (0: never).
+/// When a long call was last seen, in milliseconds since [`START`].
 static LONG_SEEN_MS: AtomicU64 = AtomicU64::new(0);
 
 static START: LazyLock<Instant> = LazyLock::new(Instant::now);
-
-struct AsyncThreads {
-    ids: Vec<libc::pid_t>,
-    batch: bool,
-}
 
 /// Called on each async thread (and each of Tokio's blocking threads) as it starts: it joins
 /// the async threads, in their class of the moment.
@@ -66,8 +58,8 @@ pub fn async_thread_started() {
     // SAFETY: gettid has no preconditions.
     let id = unsafe { libc::gettid() };
     if let Ok(mut threads) = ASYNC_THREADS.lock() {
-        set_class(0, threads.batch);
-        threads.ids.push(id);
+        set_class(0, BATCH.load(Relaxed));
+        threads.push(id);
     }
 }
 
@@ -76,7 +68,7 @@ pub fn async_thread_stopped() {
     // SAFETY: gettid has no preconditions.
     let id = unsafe { libc::gettid() };
     if let Ok(mut threads) = ASYNC_THREADS.lock() {
-        threads.ids.retain(|&known| known != id);
+        threads.retain(|&known| known != id);
     }
 }
 
@@ -91,7 +83,7 @@ pub(super) fn call_seen(cpu: Duration) {
     if cpu < LONG_CALL {
         return;
     }
-    LONG_SEEN_MS.store(now_ms().max(1), Relaxed);
+    LONG_SEEN_MS.store(now_ms(), Relaxed);
     if BATCH.load(Relaxed) {
         switch(false);
     }
@@ -109,16 +101,15 @@ pub(super) fn call_ended() {
 }
 
 fn switch(batch: bool) {
-    let Ok(mut threads) = ASYNC_THREADS.lock() else {
+    let Ok(threads) = ASYNC_THREADS.lock() else {
         return;
     };
-    if threads.batch == batch {
+    if BATCH.load(Relaxed) == batch {
         return;
     }
-    for &id in &threads.ids {
+    for &id in threads.iter() {
         set_class(id, batch);
     }
-    threads.batch = batch;
     BATCH.store(batch, Relaxed);
     tracing::trace!(batch, "async threads changed scheduling class");
 }
