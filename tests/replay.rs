@@ -451,20 +451,33 @@ fn a_tenant_fetches_its_own_traces_and_never_another_tenants() {
         server.log()
     );
     let id = own[0]["id"].as_str().unwrap().to_string();
-    // Counted per tenant on the admin address's metrics.
-    let metrics = client(Duration::from_secs(10))
-        .get(format!("http://{admin}/metrics"))
-        .send()
-        .unwrap()
-        .text()
-        .unwrap();
-    for tenant in ["a", "b"] {
-        for line in [
-            format!("filerouter_traces_kept_total{{tenant=\"{tenant}\"}} 1"),
-            format!("filerouter_traces_taped_total{{tenant=\"{tenant}\"}} 1"),
-        ] {
-            assert!(metrics.contains(&line), "{line} missing from\n{metrics}");
-        }
+    // Counted per tenant on the admin address's metrics. Each tenant's trace
+    // is kept on its own after its answer, so b's may land after a's list
+    // showed a's: wait for both counts rather than read them once.
+    let expected: Vec<String> = ["a", "b"]
+        .iter()
+        .flat_map(|tenant| {
+            [
+                format!("filerouter_traces_kept_total{{tenant=\"{tenant}\"}} 1"),
+                format!("filerouter_traces_taped_total{{tenant=\"{tenant}\"}} 1"),
+            ]
+        })
+        .collect();
+    let mut metrics = String::new();
+    let counted = eventually(Duration::from_secs(20), || {
+        metrics = client(Duration::from_secs(10))
+            .get(format!("http://{admin}/metrics"))
+            .send()
+            .unwrap()
+            .text()
+            .unwrap();
+        expected.iter().all(|line| metrics.contains(line))
+    });
+    for line in &expected {
+        assert!(
+            counted && metrics.contains(line),
+            "{line} missing from\n{metrics}"
+        );
     }
     let fetched = client(Duration::from_secs(10))
         .get(format!("http://{admin}/tenants/a/traces/{id}"))
