@@ -9,8 +9,10 @@
 //! core module (libraries + main module, table defined and filled by constant-offset
 //! segments, so wasmtime initializes it lazily), a data-only module with the memory and
 //! every active data segment, and the remaining modules (preview1 adapter, shim and fixup)
-//! unchanged. It checks every convention it relies on and fails with a [`LinkError`] naming
-//! it rather than producing a different guest.
+//! unchanged, except that the merged module calls the lowered imports through the shim's
+//! table itself rather than importing the shim's forwarding functions. It checks every
+//! convention it relies on and fails with a [`LinkError`] naming it rather than producing a
+//! different guest.
 //!
 //! Modules: `component` (reading the component), `module` (reading a core module), `plan`
 //! (what to merge, what is wired to what), `merge` (the core module merge), `emit` (the new
@@ -33,7 +35,7 @@ use wasmparser::{Validator, WasmFeatures};
 
 /// The linker's version. Bump it on any change that changes the output: the build's cache
 /// key for the linked guest includes it.
-pub const VERSION: &str = "1";
+pub const VERSION: &str = "2";
 
 /// What a link did.
 #[derive(Debug, Clone)]

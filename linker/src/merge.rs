@@ -7,9 +7,11 @@
 //! initializers, element and data offsets, `global.get` in code), makes the function table
 //! the merged module's own with constant-offset segments only, and (point 2) turns calls of
 //! the main module's `call_indirect` trampolines into direct calls where the table slot is
-//! known at link time. It does not know about the component around it (`emit`).
+//! known at link time, and (point 3) calls wit-component's shim functions through the shim's
+//! table itself instead of importing them. It does not know about the component around it
+//! (`emit`).
 
-use crate::component::Sort;
+use crate::component::{CoreInstanceDef, Sort};
 use crate::error::LinkError;
 use crate::module::ModuleInfo;
 use crate::plan::{Outside, Plan, Resolved};
@@ -82,11 +84,29 @@ pub struct MergeStats {
     pub table_entries: usize,
     /// `global.get`s of constant globals folded to constants in code.
     pub globals_folded: usize,
+    /// Imports of forwarding functions (wit-component's shim) replaced by the same
+    /// `call_indirect` through the forwarders' table (point 3).
+    pub forwarders: usize,
+}
+
+/// A function of the merged module that calls slot `slot` of an imported table, as the
+/// outside function it replaces does (point 3).
+struct Forward {
+    /// The name the import would have had (kept as the function's name).
+    field: String,
+    /// Merged type index of the function and of its `call_indirect`.
+    type_index: u32,
+    params: u32,
+    slot: u32,
+    /// Merged index of the imported table.
+    table: u32,
 }
 
 /// The merged index spaces.
 pub struct Layout<'a> {
     pub externals: Vec<External<'a>>,
+    /// Functions defined after the members' that replace imports of forwarders.
+    forwards: Vec<Forward>,
     /// Merged index of each member's items, by member and `Sort::slot`.
     maps: Vec<[Vec<u32>; 5]>,
     type_offset: Vec<u32>,
@@ -110,6 +130,8 @@ impl<'a> Layout<'a> {
         let mut ext_index: HashMap<Outside<'a>, u32> = HashMap::new();
         let mut ext_count = [0u32; 5];
         let mut field_names: HashSet<String> = HashSet::new();
+        let mut forwards: Vec<Forward> = Vec::new();
+        let mut forward_index: HashMap<Outside<'a>, u32> = HashMap::new();
         let mut type_offset = Vec::with_capacity(n);
         let mut total_types = 0u32;
         for m in 0..n {
@@ -143,23 +165,67 @@ impl<'a> Layout<'a> {
                             name: import.name.into(),
                         });
                     }
-                    (Resolved::Outside(o), _) if !ext_index.contains_key(o) => {
-                        let ty = external_type(&import.ty, offset)?;
-                        let mut field = format!("{}.{}", import.module, import.name);
-                        let mut k = 1;
-                        while field_names.contains(&field) {
-                            k += 1;
-                            field = format!("{}.{}#{k}", import.module, import.name);
+                    (Resolved::Outside(o), _)
+                        if !ext_index.contains_key(o) && !forward_index.contains_key(o) =>
+                    {
+                        let field = unique_field(&mut field_names, import.module, import.name);
+                        let forwarder = match (o, &import.ty) {
+                            (
+                                Outside::Export {
+                                    instance,
+                                    name,
+                                    sort: Sort::Func,
+                                },
+                                wasmparser::TypeRef::Func(ty),
+                            ) => forwarder(plan, *instance, name)?
+                                .filter(|f| {
+                                    info.types.get(*ty as usize) == Some(&Some(f.ty.clone()))
+                                })
+                                .map(|f| (f, ty + offset)),
+                            _ => None,
+                        };
+                        if let Some((f, type_index)) = forwarder {
+                            // Point 3: call through the forwarder's table, imported once.
+                            let table = match ext_index.get(&f.table) {
+                                Some(&t) => t,
+                                None => {
+                                    let Outside::Export { name, .. } = &f.table else {
+                                        unreachable!("a forwarder's table is an export")
+                                    };
+                                    let field = unique_field(&mut field_names, "table", name);
+                                    let t = ext_count[Sort::Table.slot()];
+                                    ext_index.insert(f.table.clone(), t);
+                                    ext_count[Sort::Table.slot()] += 1;
+                                    externals.push(External {
+                                        field,
+                                        what: f.table.clone(),
+                                        sort: Sort::Table,
+                                        ty: EntityType::Table(
+                                            TypeShift { offset: 0 }.table_type(f.table_type)?,
+                                        ),
+                                    });
+                                    t
+                                }
+                            };
+                            forward_index.insert(o.clone(), forwards.len() as u32);
+                            forwards.push(Forward {
+                                field,
+                                type_index,
+                                params: f.ty.params().len() as u32,
+                                slot: f.slot,
+                                table,
+                            });
+                        } else {
+                            let ty = external_type(&import.ty, offset)?;
+                            ext_index.insert(o.clone(), ext_count[sort.slot()]);
+                            ext_count[sort.slot()] += 1;
+                            externals.push(External {
+                                field,
+                                what: o.clone(),
+                                sort,
+                                ty,
+                            });
                         }
-                        field_names.insert(field.clone());
-                        ext_index.insert(o.clone(), ext_count[sort.slot()]);
-                        ext_count[sort.slot()] += 1;
-                        externals.push(External {
-                            field,
-                            what: o.clone(),
-                            sort,
-                            ty,
-                        });
                     }
                     _ => {}
                 }
@@ -183,6 +249,14 @@ impl<'a> Layout<'a> {
             }
             bases.push(base);
         }
+        // The forwarding functions come after every member's functions.
+        let forward_base = next[Sort::Func.slot()];
+        let outside = |o: &Outside<'a>| -> Option<u32> {
+            match forward_index.get(o) {
+                Some(p) => Some(forward_base + p),
+                None => ext_index.get(o).copied(),
+            }
+        };
         let locate = |r: &Resolved<'a>| -> u32 {
             match r {
                 Resolved::Member {
@@ -194,7 +268,7 @@ impl<'a> Layout<'a> {
                     bases[*member][sort.slot()] + (index - info.imported[sort.slot()])
                 }
                 Resolved::Memory => 0,
-                Resolved::Outside(o) => ext_index.get(o).copied().unwrap_or(0),
+                Resolved::Outside(o) => outside(o).unwrap_or(0),
             }
         };
         let mut maps: Vec<[Vec<u32>; 5]> = Vec::with_capacity(n);
@@ -219,6 +293,7 @@ impl<'a> Layout<'a> {
 
         let mut layout = Layout {
             externals,
+            forwards,
             maps,
             type_offset,
             ext_count,
@@ -264,7 +339,7 @@ impl<'a> Layout<'a> {
                 match sort {
                     Sort::Func => funcs.push(match &r {
                         Some(r @ Resolved::Member { .. }) => Some(locate(r)),
-                        Some(Resolved::Outside(o)) => ext_index.get(o).copied(),
+                        Some(Resolved::Outside(o)) => outside(o),
                         _ => None,
                     }),
                     Sort::Global => globals.push(match r {
@@ -315,6 +390,92 @@ pub fn export_name(plan: &Plan<'_>, member: usize, sort: Sort, index: u32) -> St
         Some(e) => format!("{label}:{}", e.name),
         None => format!("{label}#{}{index}", sort.name()),
     }
+}
+
+/// `module.name`, or `module.name#k` for the first `k` that is not taken yet.
+fn unique_field(taken: &mut HashSet<String>, module: &str, name: &str) -> String {
+    let mut field = format!("{module}.{name}");
+    let mut k = 1;
+    while taken.contains(&field) {
+        k += 1;
+        field = format!("{module}.{name}#{k}");
+    }
+    taken.insert(field.clone());
+    field
+}
+
+/// What an outside forwarding function does: call slot `slot` of `table` with its own
+/// arguments and return what that returns.
+struct Forwarder<'a> {
+    slot: u32,
+    /// The table, as an export of the forwarder's instance.
+    table: Outside<'a>,
+    table_type: wasmparser::TableType,
+    ty: wasmparser::FuncType,
+}
+
+/// Export `name` of core instance `instance` if it is a forwarding function of a module
+/// instantiated without imports: its body passes its parameters to a `call_indirect` of a
+/// constant slot of a table the module defines and exports, with its own type. That is
+/// wit-component's shim module: the main module imports its functions, whose table the
+/// fixup module fills with the lowered imports once the main module exists. The merged
+/// module makes the same call through the same table (imported) instead, so instantiating
+/// it resolves one table instead of a function reference per function (point 3).
+fn forwarder<'a>(
+    plan: &Plan<'a>,
+    instance: u32,
+    name: &str,
+) -> Result<Option<Forwarder<'a>>, LinkError> {
+    let CoreInstanceDef::Instantiate { module, args } = plan.comp.instance(instance)? else {
+        return Ok(None);
+    };
+    let Some(info) = plan.infos.get(*module as usize) else {
+        return Ok(None);
+    };
+    if !args.is_empty() || !info.imports.is_empty() {
+        return Ok(None);
+    }
+    let Some(export) = info
+        .export(name)
+        .filter(|e| e.kind == wasmparser::ExternalKind::Func)
+    else {
+        return Ok(None);
+    };
+    let (Some(body), Some(ty)) = (
+        info.code.get(export.index as usize),
+        info.func_type(export.index),
+    ) else {
+        return Ok(None);
+    };
+    let Some((slot, call_ty, table)) = trampoline(body, ty.params().len())? else {
+        return Ok(None);
+    };
+    if info.types.get(call_ty as usize).and_then(Option::as_ref) != Some(ty) {
+        return Ok(None);
+    }
+    let (Some(table_export), Some(table_def)) = (
+        info.exports
+            .iter()
+            .find(|e| e.kind == wasmparser::ExternalKind::Table && e.index == table),
+        info.tables.get(table as usize),
+    ) else {
+        return Ok(None);
+    };
+    if table_def.ty.element_type != wasmparser::RefType::FUNCREF
+        || !matches!(table_def.init, wasmparser::TableInit::RefNull)
+    {
+        return Ok(None);
+    }
+    Ok(Some(Forwarder {
+        slot,
+        table: Outside::Export {
+            instance,
+            name: table_export.name,
+            sort: Sort::Table,
+        },
+        table_type: table_def.ty,
+        ty: ty.clone(),
+    }))
 }
 
 fn external_type(ty: &wasmparser::TypeRef, type_offset: u32) -> Result<EntityType, LinkError> {
@@ -910,6 +1071,31 @@ pub fn build(
         }
     }
 
+    // The forwarding functions (point 3), after every member's.
+    let forward_base = layout.ext_count[Sort::Func.slot()]
+        + (0..n)
+            .map(|m| {
+                let info = plan.member_info(m);
+                info.count(Sort::Func) - info.imported[Sort::Func.slot()]
+            })
+            .sum::<u32>();
+    for (p, forward) in layout.forwards.iter().enumerate() {
+        functions.function(forward.type_index);
+        let mut f = Function::new([]);
+        for i in 0..forward.params {
+            f.instruction(&Instruction::LocalGet(i));
+        }
+        f.instruction(&Instruction::I32Const(forward.slot as i32));
+        f.instruction(&Instruction::CallIndirect {
+            type_index: forward.type_index,
+            table_index: forward.table,
+        });
+        f.instruction(&Instruction::End);
+        code.function(&f);
+        names.insert(forward_base + p as u32, forward.field.clone());
+    }
+    stats.forwarders = layout.forwards.len();
+
     // Start: the members' start functions in instantiation order.
     let starts: Vec<u32> = (0..n)
         .filter_map(|m| {
@@ -918,13 +1104,7 @@ pub fn build(
                 .map(|s| layout.index(m, Sort::Func, s))
         })
         .collect::<Result<_, _>>()?;
-    let total_funcs = layout.ext_count[Sort::Func.slot()]
-        + (0..n)
-            .map(|m| {
-                let info = plan.member_info(m);
-                info.count(Sort::Func) - info.imported[Sort::Func.slot()]
-            })
-            .sum::<u32>();
+    let total_funcs = forward_base + layout.forwards.len() as u32;
     let start = match starts.as_slice() {
         [] => None,
         [one] => Some(*one),

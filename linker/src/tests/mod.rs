@@ -94,6 +94,8 @@ mod helpers {
         /// Direct call targets of each defined function (by function index).
         pub calls: Vec<(u32, Vec<u32>)>,
         pub call_indirects: usize,
+        /// Tables of the `call_indirect`s of each defined function (by function index).
+        pub indirect_tables: Vec<(u32, Vec<u32>)>,
     }
 
     impl Summary {
@@ -103,6 +105,15 @@ mod helpers {
                 .find(|(_, n)| n == name)
                 .map(|(i, _)| *i)
                 .unwrap_or_else(|| panic!("no function named `{name}` in {:?}", self.names))
+        }
+
+        pub fn indirect_calls_of(&self, name: &str) -> Vec<u32> {
+            let f = self.func(name);
+            self.indirect_tables
+                .iter()
+                .find(|(i, _)| *i == f)
+                .map(|(_, c)| c.clone())
+                .unwrap_or_default()
         }
 
         pub fn calls_of(&self, name: &str) -> Vec<u32> {
@@ -152,14 +163,19 @@ mod helpers {
                     let index = s.imported_funcs + s.code as u32;
                     s.code += 1;
                     let mut calls = Vec::new();
+                    let mut tables = Vec::new();
                     for op in body.get_operators_reader().expect("ops") {
                         match op.expect("op") {
                             Operator::Call { function_index } => calls.push(function_index),
-                            Operator::CallIndirect { .. } => s.call_indirects += 1,
+                            Operator::CallIndirect { table_index, .. } => {
+                                s.call_indirects += 1;
+                                tables.push(table_index);
+                            }
                             _ => {}
                         }
                     }
                     s.calls.push((index, calls));
+                    s.indirect_tables.push((index, tables));
                 }
                 Payload::CustomSection(c) => {
                     if let KnownCustom::Name(r) = c.as_known() {
@@ -222,7 +238,26 @@ mod linking {
             merged.defined_tables, 1,
             "the table is the merged module's own"
         );
-        assert_eq!(merged.imported_tables, 0);
+        // wit-component's shim module forwards `log` (it needs the memory, which the main
+        // module defined) through a table its fixup module fills: the merged module calls
+        // through that table itself, imported, instead of importing the shim's function.
+        assert_eq!(merged.imported_tables, 1, "the shim's table");
+        assert_eq!(report.merge.forwarders, 1);
+        assert!(
+            merged.imports.iter().any(|(_, n)| n == "table.$imports"),
+            "{:?}",
+            merged.imports
+        );
+        let log = merged.func("$root.log");
+        assert!(
+            log >= merged.imported_funcs,
+            "`log` is defined in the merged module, not imported"
+        );
+        assert_eq!(
+            merged.indirect_calls_of("$root.log"),
+            [0],
+            "`log` calls through the imported table (0); the merged module's own is 1"
+        );
         assert_eq!(
             merged.defined_memories, 0,
             "the memory lives in the data module"
