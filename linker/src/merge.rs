@@ -107,10 +107,11 @@ pub struct Layout<'a> {
     pub externals: Vec<External<'a>>,
     /// Functions defined after the members' that replace imports of forwarders.
     forwards: Vec<Forward>,
+    /// Merged index of the first of `forwards` (the members' functions come before).
+    forward_base: u32,
     /// Merged index of each member's items, by member and `Sort::slot`.
     maps: Vec<[Vec<u32>; 5]>,
     type_offset: Vec<u32>,
-    ext_count: [u32; 5],
     /// Merged function index of each folded module's function imports.
     folded_funcs: Vec<Vec<Option<u32>>>,
     /// Constant value of each folded module's global imports.
@@ -179,26 +180,30 @@ impl<'a> Layout<'a> {
                                 wasmparser::TypeRef::Func(ty),
                             ) => forwarder(plan, *instance, name)?
                                 .filter(|f| {
-                                    info.types.get(*ty as usize) == Some(&Some(f.ty.clone()))
+                                    info.types.get(*ty as usize).and_then(Option::as_ref)
+                                        == Some(&f.ty)
                                 })
-                                .map(|f| (f, ty + offset)),
+                                .map(|f| (f, ty + offset, *instance)),
                             _ => None,
                         };
-                        if let Some((f, type_index)) = forwarder {
+                        if let Some((f, type_index, instance)) = forwarder {
                             // Point 3: call through the forwarder's table, imported once.
-                            let table = match ext_index.get(&f.table) {
+                            let what = Outside::Export {
+                                instance,
+                                name: f.table_name,
+                                sort: Sort::Table,
+                            };
+                            let table = match ext_index.get(&what) {
                                 Some(&t) => t,
                                 None => {
-                                    let Outside::Export { name, .. } = &f.table else {
-                                        unreachable!("a forwarder's table is an export")
-                                    };
-                                    let field = unique_field(&mut field_names, "table", name);
+                                    let field =
+                                        unique_field(&mut field_names, "table", f.table_name);
                                     let t = ext_count[Sort::Table.slot()];
-                                    ext_index.insert(f.table.clone(), t);
+                                    ext_index.insert(what.clone(), t);
                                     ext_count[Sort::Table.slot()] += 1;
                                     externals.push(External {
                                         field,
-                                        what: f.table.clone(),
+                                        what,
                                         sort: Sort::Table,
                                         ty: EntityType::Table(
                                             TypeShift { offset: 0 }.table_type(f.table_type)?,
@@ -294,9 +299,9 @@ impl<'a> Layout<'a> {
         let mut layout = Layout {
             externals,
             forwards,
+            forward_base,
             maps,
             type_offset,
-            ext_count,
             folded_funcs: Vec::new(),
             folded_globals: Vec::new(),
             const_globals: HashMap::new(),
@@ -408,8 +413,8 @@ fn unique_field(taken: &mut HashSet<String>, module: &str, name: &str) -> String
 /// arguments and return what that returns.
 struct Forwarder<'a> {
     slot: u32,
-    /// The table, as an export of the forwarder's instance.
-    table: Outside<'a>,
+    /// The table's export name in the forwarder's instance.
+    table_name: &'a str,
     table_type: wasmparser::TableType,
     ty: wasmparser::FuncType,
 }
@@ -468,11 +473,7 @@ fn forwarder<'a>(
     }
     Ok(Some(Forwarder {
         slot,
-        table: Outside::Export {
-            instance,
-            name: table_export.name,
-            sort: Sort::Table,
-        },
+        table_name: table_export.name,
         table_type: table_def.ty,
         ty: ty.clone(),
     }))
@@ -1072,13 +1073,7 @@ pub fn build(
     }
 
     // The forwarding functions (point 3), after every member's.
-    let forward_base = layout.ext_count[Sort::Func.slot()]
-        + (0..n)
-            .map(|m| {
-                let info = plan.member_info(m);
-                info.count(Sort::Func) - info.imported[Sort::Func.slot()]
-            })
-            .sum::<u32>();
+    let forward_base = layout.forward_base;
     for (p, forward) in layout.forwards.iter().enumerate() {
         functions.function(forward.type_index);
         let mut f = Function::new([]);

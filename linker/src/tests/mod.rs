@@ -107,19 +107,19 @@ mod helpers {
                 .unwrap_or_else(|| panic!("no function named `{name}` in {:?}", self.names))
         }
 
+        /// The tables function `name` calls through.
         pub fn indirect_calls_of(&self, name: &str) -> Vec<u32> {
-            let f = self.func(name);
-            self.indirect_tables
-                .iter()
-                .find(|(i, _)| *i == f)
-                .map(|(_, c)| c.clone())
-                .unwrap_or_default()
+            self.of(&self.indirect_tables, name)
         }
 
         pub fn calls_of(&self, name: &str) -> Vec<u32> {
+            self.of(&self.calls, name)
+        }
+
+        /// Function `name`'s entry in a per-function list.
+        fn of(&self, list: &[(u32, Vec<u32>)], name: &str) -> Vec<u32> {
             let f = self.func(name);
-            self.calls
-                .iter()
+            list.iter()
                 .find(|(i, _)| *i == f)
                 .map(|(_, c)| c.clone())
                 .unwrap_or_default()
